@@ -1,0 +1,33 @@
+from django.contrib import admin
+
+from .models import ApiToken, Approval, AuditEvent
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    list_display = ["plan", "kind", "decision", "approver", "revision", "created_at", "voided_at"]
+    list_filter = ["kind", "decision"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the trail is append-only, even for administrators."""
+
+    list_display = ["seq", "created_at", "actor_name", "action", "plan_id", "step_key"]
+    list_filter = ["action"]
+    search_fields = ["actor_name", "action"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "created_at", "last_used_at"]
+    readonly_fields = ["digest"]

@@ -1,0 +1,187 @@
+from django.conf import settings
+from django.db import models
+
+from approvals.policy import Risk
+from project.canonical import canonical_json, sha256_of
+
+# The step fields that make up a plan's content: the hash and every diff are computed over exactly these.
+STEP_CONTENT_FIELDS = ("key", "title", "description", "tool", "args", "depends_on", "condition", "success_criteria", "risk")
+
+
+class Goal(models.Model):
+    class Mode(models.TextChoices):
+        STEPS = "steps", "Steps (tool calls)"
+        CODE = "code", "Code (sandboxed Python)"
+
+    text = models.TextField()
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.STEPS)
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="goals")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.text[:80]
+
+
+class Plan(models.Model):
+    class Status(models.TextChoices):
+        PLANNING = "planning", "Planning"
+        PLANNING_FAILED = "planning_failed", "Planning failed"
+        AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        APPROVED = "approved", "Approved"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        SUPERSEDED = "superseded", "Superseded"
+
+    class Planner(models.TextChoices):
+        LLM = "llm", "LLM"
+        PLAYBOOK = "playbook", "Playbook"
+        HUMAN = "human", "Human"
+        REPLAN = "replan", "Replan"
+
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="plans")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PLANNING, db_index=True)
+    revision = models.PositiveIntegerField(default=0)
+    content_hash = models.CharField(max_length=64, blank=True)
+    planner = models.CharField(max_length=10, choices=Planner.choices, default=Planner.PLAYBOOK)
+    requested_planner = models.CharField(max_length=10, blank=True, help_text="llm, playbook, or blank for automatic")
+    planner_source = models.CharField(max_length=200, blank=True, help_text="Playbook name or model that drafted it")
+    model = models.CharField(max_length=100, blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    failure_reason = models.TextField(blank=True)
+    answer_text = models.TextField(blank=True)
+    replan_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replans")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        permissions = [
+            ("approve_plan", "Can countersign plans and runtime gates"),
+            ("run_plan", "Can run and cancel approved plans"),
+        ]
+
+    def __str__(self):
+        return f"Plan {self.pk} ({self.status})"
+
+    @property
+    def short_hash(self) -> str:
+        return self.content_hash[:12]
+
+
+class Step(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        WAITING_APPROVAL = "waiting_approval", "Waiting for approval"
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Skipped"
+        CANCELLED = "cancelled", "Cancelled"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="steps")
+    key = models.CharField(max_length=32)
+    position = models.PositiveIntegerField(default=0)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    tool = models.CharField(max_length=100)
+    args = models.JSONField(default=dict)
+    depends_on = models.JSONField(default=list)
+    condition = models.CharField(max_length=500, blank=True)
+    success_criteria = models.TextField(blank=True)
+    risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.HIGH)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [models.UniqueConstraint(fields=["plan", "key"], name="unique_step_key_per_plan")]
+
+    def __str__(self):
+        return f"{self.key}: {self.title}"
+
+    def content(self) -> dict:
+        return {field: getattr(self, field) for field in STEP_CONTENT_FIELDS}
+
+
+class PlanRevision(models.Model):
+    """Immutable snapshot of a plan's steps at one revision, for history, diffs and approval binding."""
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    content = models.JSONField()
+    content_hash = models.CharField(max_length=64)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    planner = models.CharField(max_length=10, choices=Plan.Planner.choices)
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["plan", "number"]
+        constraints = [models.UniqueConstraint(fields=["plan", "number"], name="unique_revision_number")]
+
+    def __str__(self):
+        return f"Plan {self.plan_id} r{self.number}"
+
+
+class StepAttempt(models.Model):
+    """One execution attempt. The idempotency key makes a non-idempotent tool run at most once per key."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    idempotency_key = models.CharField(max_length=120, unique=True)
+    status = models.CharField(max_length=20, default="running")
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step", "number"]
+
+
+class Playbook(models.Model):
+    """A reusable plan: seeded for the demo goals, or saved by an approver from an approved plan."""
+
+    class Source(models.TextChoices):
+        SEEDED = "seeded", "Seeded"
+        SAVED = "saved", "Saved from a plan"
+
+    name = models.CharField(max_length=200, unique=True)
+    goal_text = models.TextField(help_text="The goal this playbook answers; drafts are matched against it")
+    steps = models.JSONField(help_text="Step list; args may use {{ goal.NAME }} placeholders")
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.SEEDED)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    from_plan = models.ForeignKey(Plan, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+def plan_content(steps) -> list[dict]:
+    """The canonical content of a plan: its steps' content fields, in order."""
+    return [step.content() if isinstance(step, Step) else {f: step[f] for f in STEP_CONTENT_FIELDS} for step in steps]
+
+
+def content_hash_of(steps) -> str:
+    return sha256_of(plan_content(steps))
+
+
+def content_json_of(steps) -> str:
+    return canonical_json(plan_content(steps))

@@ -1,0 +1,258 @@
+"""Planners: turn a goal's text into validated steps.
+
+The LLM planner asks for structured output, validates it, and sends the validation errors back for up to
+COUNTERSIGN_REPAIR_ROUNDS repairs. The playbook planner needs no LLM: it picks the stored playbook closest
+to the goal and fills in what it can read from the goal (quantities, items, customer, prices).
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from planning import llm
+from planning.models import Plan, Playbook
+from planning.tools.registry import registry
+from planning.validation import PlanInvalid, plan_json_schema, validate_plan
+from sandbox.models import DataRow
+
+MAX_ANSWER_CHARS = 200_000
+
+
+class PlanningFailed(Exception):
+    """Planning could not produce a valid plan; the message is shown to the operator."""
+
+
+@dataclass
+class Draft:
+    steps: list[dict]
+    planner: str
+    source: str
+    model: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: int = 0
+    repairs: int = 0
+
+
+def draft_plan(goal_text: str, *, planner: str | None = None) -> Draft:
+    choice = planner or (Plan.Planner.LLM if llm.is_configured() else Plan.Planner.PLAYBOOK)
+    if choice == Plan.Planner.LLM:
+        return draft_with_llm(goal_text)
+    if choice == Plan.Planner.PLAYBOOK:
+        return draft_with_playbook(goal_text)
+    raise PlanningFailed(f"Unknown planner {choice!r}; use llm or playbook.")
+
+
+# ---- LLM -------------------------------------------------------------------------------------------
+
+SYSTEM_PROMPT = """You are the planner of Countersign. Turn the operator's goal into an explicit plan of tool calls
+that people will review and approve before anything runs.
+
+Rules:
+- Use ONLY tools from the catalogue below, with arguments that match each tool's args_schema exactly.
+- Give every step a unique key: s1, s2, s3, ...
+- List in depends_on every step whose output a step needs or that must finish first. Independent steps
+  must not depend on each other, so they can run in parallel.
+- To use an earlier output in an argument, write a template such as "{{ steps.s1.output }}" or
+  "{{ steps.s1.output.items.0.name }}"; the referenced step must be among the step's dependencies.
+- A step may have a condition: an expression over dependency outputs such as
+  "steps.s1.output > steps.s2.output". Leave it empty when the step always runs.
+- Prefer read-only steps before steps that change anything. Do not invent data you can read with a tool.
+- The system assigns each step's risk from the catalogue; do not include a risk field.
+- Answer with a single JSON object {"steps": [...]} and nothing else.
+
+Tool catalogue (JSON):
+{catalogue}
+"""
+
+
+def tool_catalogue() -> list[dict]:
+    return [tool.catalogue_entry() for tool in registry.all()]
+
+
+def response_format() -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "countersign_plan", "schema": plan_json_schema(), "strict": False}}
+
+
+def parse_answer(content: str) -> Any:
+    """The JSON object in a planner answer, tolerating a Markdown fence or chatter around it."""
+    if len(content) > MAX_ANSWER_CHARS:
+        raise ValueError(f"the answer is {len(content)} characters long; at most {MAX_ANSWER_CHARS} are accepted")
+    text = content.strip()
+    fenced = re.fullmatch(r"```[a-zA-Z]*\s*(.*?)\s*```", text, flags=re.DOTALL)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        start, end = text.find("{"), text.rfind("}")
+        if start != -1 and end > start:
+            try:
+                return json.loads(text[start : end + 1])
+            except json.JSONDecodeError:
+                pass
+    raise ValueError("the answer is not a JSON object")
+
+
+def draft_with_llm(goal_text: str) -> Draft:
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT.replace("{catalogue}", json.dumps(tool_catalogue(), indent=1))},
+        {"role": "user", "content": f"Goal: {goal_text}"},
+    ]
+    draft = Draft(steps=[], planner=Plan.Planner.LLM, source="", model=settings.COUNTERSIGN_PLANNER_MODEL)
+    rounds = 1 + max(0, settings.COUNTERSIGN_REPAIR_ROUNDS)
+    problems: list[str] = []
+    for attempt in range(rounds):
+        try:
+            completion = llm.chat(messages, response_format=response_format())
+        except llm.LLMError as error:
+            raise PlanningFailed(str(error)) from error
+        draft.model = completion.model
+        draft.source = completion.model
+        draft.tokens_in += completion.tokens_in
+        draft.tokens_out += completion.tokens_out
+        draft.latency_ms += completion.latency_ms
+        try:
+            draft.steps = validate_plan(parse_answer(completion.content))
+            draft.repairs = attempt
+            return draft
+        except PlanInvalid as invalid:
+            problems = [str(issue) for issue in invalid.issues]
+        except ValueError as error:
+            problems = [str(error)]
+        messages += [
+            {"role": "assistant", "content": completion.content[:8000]},
+            {
+                "role": "user",
+                "content": "That plan is invalid:\n- " + "\n- ".join(problems[:30]) + '\nReturn the whole corrected plan as one JSON object {"steps": [...]}.',
+            },
+        ]
+    shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+    raise PlanningFailed(f"The LLM's plan was still invalid after {rounds - 1} repair round(s): {shown}")
+
+
+# ---- playbooks -------------------------------------------------------------------------------------
+
+STOP_WORDS = set("a an the of to and or for if i we you me my our do does is are any in on at with by be it this that there have has want would like please".split())
+SYNONYMS = {"buy": "purchase", "order": "purchase", "page": "notify", "alert": "notify", "jira": "ticket", "pair": "pairs"}
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a": 1, "an": 1}
+SHAPE_WORDS = ["round", "square", "oval", "rectangular", "aviator", "wayfarer", "cat-eye", "sport", "polarized"]
+PLACEHOLDER_RE = re.compile(r"\{\{\s*goal\.([a-z_][a-z0-9_.]*)\s*(?:\|\s*(.*?))?\s*\}\}")
+
+
+def _terms(text: str) -> set[str]:
+    terms = set()
+    for word in re.findall(r"[a-z0-9$]+", text.lower()):
+        if word in STOP_WORDS or word.isdigit():
+            continue
+        word = SYNONYMS.get(word, word)
+        terms.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+    return terms
+
+
+def similarity(a: str, b: str) -> float:
+    left, right = _terms(a), _terms(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / math.sqrt(len(left) * len(right))
+
+
+def _inventory_names() -> list[str]:
+    return [row["name"] for row in DataRow.objects.filter(table__name="inventory").values_list("data", flat=True)]
+
+
+def extract_goal_parameters(text: str) -> dict:
+    """What a playbook can fill from the goal: items with quantities, customer, prices, shape keywords."""
+    names = _inventory_names()
+    lowered = text.lower()
+    items = []
+    pattern = r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")\s+(?:pairs?\s+of\s+)?([a-z][a-z-]*)"
+    for quantity, word in re.findall(pattern, lowered):
+        name = next((n for n in names if n.lower() == word), None)
+        if name is not None:
+            items.append({"quantity": int(quantity) if quantity.isdigit() else NUMBER_WORDS[quantity], "name": name})
+    if not items:
+        mentioned = [n for n in names if re.search(rf"\b{re.escape(n.lower())}\b", lowered)]
+        items = [{"quantity": None, "name": n} for n in mentioned]
+    params: dict[str, Any] = {"items": items}
+    if items:
+        params["item"] = items[0]["name"]
+        if items[0]["quantity"] is not None:
+            params["quantity"] = items[0]["quantity"]
+    if customer := re.search(r"\bfor (?:customer\s+)?([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)", text):
+        params["customer"] = customer.group(1)
+    if price := re.search(r"\b(?:under|below|less than|cheaper than|up to)\s+\$?(\d+(?:\.\d+)?)", lowered):
+        params["max_price"] = float(price.group(1))
+    if price := re.search(r"\b(?:over|above|more than)\s+\$?(\d+(?:\.\d+)?)", lowered):
+        params["min_price"] = float(price.group(1))
+    keywords = [word for word in SHAPE_WORDS if re.search(rf"\b{word}\b", lowered)]
+    if keywords:
+        params["keywords"] = keywords
+    return params
+
+
+def _goal_value(params: dict, path: str):
+    value: Any = params
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value and value[part] is not None:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def _default(text: str | None):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def fill_placeholders(value: Any, params: dict) -> Any:
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, params) for v in value]
+    if not isinstance(value, str):
+        return value
+    whole = PLACEHOLDER_RE.fullmatch(value.strip())
+    if whole:
+        found = _goal_value(params, whole.group(1))
+        return found if found is not None else _default(whole.group(2))
+
+    def substitute(match):
+        found = _goal_value(params, match.group(1))
+        return str(found if found is not None else _default(match.group(2)) or "")
+
+    return PLACEHOLDER_RE.sub(substitute, value)
+
+
+def closest_playbook(goal_text: str) -> tuple[Playbook | None, float]:
+    best, best_score = None, 0.0
+    for playbook in Playbook.objects.all():
+        score = similarity(goal_text, playbook.goal_text)
+        if score > best_score:
+            best, best_score = playbook, score
+    return best, best_score
+
+
+def draft_with_playbook(goal_text: str) -> Draft:
+    playbook, score = closest_playbook(goal_text)
+    if playbook is None:
+        raise PlanningFailed(
+            "No playbook resembles this goal. Configure an LLM (OPENAI_BASE_URL / OPENAI_API_KEY) or save a similar approved plan as a playbook."
+        )
+    steps = fill_placeholders(playbook.steps, extract_goal_parameters(goal_text))
+    try:
+        validated = validate_plan({"steps": steps})
+    except PlanInvalid as invalid:
+        raise PlanningFailed(f"Playbook {playbook.name!r} does not fit this goal: {invalid}") from invalid
+    return Draft(steps=validated, planner=Plan.Planner.PLAYBOOK, source=f"Playbook: {playbook.name} (match {score:.0%})")

@@ -1,0 +1,137 @@
+"""The tool registry: the one source of what a plan may call and how risky each call is.
+
+A tool is a typed Python function. Its argument schema comes from the type hints through pydantic, its
+risk tier from the decorator (never from a planner's output), and a tool that declares no tier is HIGH.
+Tools can also be registered at run time (for example from an MCP server) with `registry.register`.
+"""
+
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from approvals.policy import DEFAULT_RISK, Risk
+
+
+class ToolError(Exception):
+    """A tool refused or failed in a way the operator should read (not a bug)."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    func: Callable[..., Any]
+    args_model: type[BaseModel]
+    risk: Risk = DEFAULT_RISK
+    idempotent: bool = False
+    timeout_s: float = 30.0
+    tags: tuple[str, ...] = field(default=())
+
+    def args_schema(self) -> dict:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def validate_args(self, args: dict) -> dict:
+        """Checked, defaults-filled arguments; raises pydantic.ValidationError."""
+        return self.args_model.model_validate(args).model_dump()
+
+    def call(self, args: dict) -> Any:
+        return self.func(**self.validate_args(args))
+
+    def catalogue_entry(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "risk": str(self.risk.value),
+            "idempotent": self.idempotent,
+            "timeout_s": self.timeout_s,
+            "args_schema": self.args_schema(),
+        }
+
+
+class ToolRegistry:
+    def __init__(self):
+        self._tools: dict[str, Tool] = {}
+        self._lock = threading.Lock()
+
+    def register(self, tool: Tool, *, replace: bool = False) -> Tool:
+        with self._lock:
+            if tool.name in self._tools and not replace:
+                raise ValueError(f"A tool named {tool.name!r} is already registered.")
+            self._tools[tool.name] = tool
+        return tool
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._tools.pop(name, None)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def all(self) -> list[Tool]:
+        return [self._tools[name] for name in self.names()]
+
+    def risk_of(self, name: str) -> Risk:
+        tool = self.get(name)
+        return tool.risk if tool is not None else DEFAULT_RISK
+
+
+registry = ToolRegistry()
+
+
+def args_model_for(func: Callable, name: str) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(func).parameters.values():
+        if parameter.annotation is inspect.Parameter.empty:
+            raise TypeError(f"Tool {name}: parameter {parameter.name!r} needs a type hint.")
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (parameter.annotation, default)
+    # Unknown arguments are refused rather than silently dropped: a typo in a plan must be visible.
+    config = ConfigDict(extra="forbid", str_max_length=20_000)
+    return create_model(f"{name}_args", __config__=config, **fields)
+
+
+def tool(
+    name: str | None = None,
+    *,
+    risk: Risk | None = None,
+    idempotent: bool = False,
+    timeout_s: float = 30.0,
+    description: str | None = None,
+    into: ToolRegistry | None = None,
+):
+    """Register a typed function as a tool. `risk=None` means undeclared, which is HIGH."""
+
+    def decorate(func: Callable) -> Callable:
+        tool_name = name or func.__name__
+        text = description or inspect.cleandoc(func.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+        (into or registry).register(
+            Tool(
+                name=tool_name,
+                description=text,
+                func=func,
+                args_model=args_model_for(func, tool_name),
+                risk=risk if risk is not None else DEFAULT_RISK,
+                idempotent=idempotent,
+                timeout_s=timeout_s,
+            )
+        )
+        return func
+
+    return decorate
+
+
+def readable_validation_errors(error: ValidationError) -> list[str]:
+    messages = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        messages.append(f"{where}: {item['msg']}")
+    return messages

@@ -1,0 +1,54 @@
+"""The HTTP API (django-ninja). Session auth (with CSRF) for the browser, bearer tokens for scripts."""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.utils import timezone
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer, django_auth
+
+from approvals.models import ApiToken
+from planning.api import router as planning_router
+from planning.services import ServiceError
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request, token):
+        found = ApiToken.objects.select_related("user").filter(digest=ApiToken.digest_of(token)).first()
+        if found is None or not found.user.is_active:
+            return None
+        ApiToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
+        request.user = found.user
+        return found.user
+
+
+api = NinjaAPI(title="Countersign API", version="1", auth=[BearerToken(), django_auth], urls_namespace="api")
+api.add_router("/", planning_router)
+
+
+@api.exception_handler(ServiceError)
+def service_error(request, error: ServiceError):
+    return api.create_response(request, {"detail": error.message}, status=error.status)
+
+
+@api.exception_handler(PermissionDenied)
+def permission_denied(request, error):
+    return api.create_response(request, {"detail": str(error) or "Permission denied."}, status=403)
+
+
+@api.exception_handler(Http404)
+def not_found(request, error):
+    return api.create_response(request, {"detail": str(error) or "Not found."}, status=404)
+
+
+@api.exception_handler(AuthenticationError)
+def unauthenticated(request, error):
+    return api.create_response(request, {"detail": "Authentication required: log in or send Authorization: Bearer <token>."}, status=401)
+
+
+@api.exception_handler(ValidationError)
+def invalid(request, error: ValidationError):
+    return api.create_response(request, {"detail": error.errors}, status=422)
+
+
+__all__ = ["api", "HttpError"]
