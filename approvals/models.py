@@ -43,6 +43,9 @@ class AuditHead(models.Model):
     seq = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=64, default="0" * 64)
 
+    def __str__(self):
+        return f"audit head #{self.seq}"
+
 
 class AuditEvent(models.Model):
     """Append-only, hash-chained. Plan and step are plain references so the trail outlives them."""
@@ -74,6 +77,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    def __str__(self):
+        return f"{self.name} for {self.user}"
+
     @staticmethod
     def digest_of(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
@@ -83,6 +89,3 @@ class ApiToken(models.Model):
         token = "cs_" + secrets.token_urlsafe(32)
         cls.objects.create(user=user, name=name, digest=cls.digest_of(token))
         return token
-
-    def __str__(self):
-        return f"{self.name} for {self.user}"

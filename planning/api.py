@@ -1,7 +1,7 @@
 from typing import Any, Literal
 
 from django.core.exceptions import PermissionDenied
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from pydantic import Field
 
 from planning import services
@@ -133,11 +133,11 @@ def list_tools(request):
 @router.post("/goals", response={201: GoalCreated, 403: Error, 422: Error}, summary="Submit a goal; planning is queued")
 def create_goal(request, payload: GoalIn):
     if not user_can(request.user, "submit"):
-        return 403, {"detail": "Only operators can submit goals."}
+        return Status(403, {"detail": "Only operators can submit goals."})
     plan = services.goal_submit(requester=request.user, text=payload.text, mode=payload.mode, planner_choice=payload.planner)
-    return 201, {"goal_id": plan.goal_id, "plan_id": plan.pk, "status": plan.status}
+    return Status(201, {"goal_id": plan.goal_id, "plan_id": plan.pk, "status": plan.status})
 
 
 @router.get("/plans/{plan_id}", response={200: PlanOut, 403: Error, 404: Error}, summary="A plan with its steps and approvals")
 def get_plan(request, plan_id: int):
-    return 200, plan_out(get_plan_for_user(request.user, plan_id))
+    return plan_out(get_plan_for_user(request.user, plan_id))

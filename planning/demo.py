@@ -9,7 +9,6 @@ from planning.models import Playbook
 from project.roles import DEMO_USERS
 from sandbox.models import DataRow, DataTable
 
-
 INVENTORY = [
     {"item_id": "SG001", "name": "Aviator", "description": "Classic aviator frame with teardrop lenses and a thin metal bridge.", "quantity_in_stock": 23, "price": 80},
     {"item_id": "SG002", "name": "Wayfarer", "description": "Bold acetate wayfarer with a trapezoid shape, an everyday favourite.", "quantity_in_stock": 15, "price": 95},

@@ -200,7 +200,7 @@ def _evaluate(node: ast.AST, outputs: dict) -> Any:
             raise ExpressionError("Division by zero in condition.") from None
     if isinstance(node, ast.Compare):
         left = _evaluate(node.left, outputs)
-        for op, comparator in zip(node.ops, node.comparators):
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
             right = _evaluate(comparator, outputs)
             try:
                 if not _COMPARE[type(op)](left, right):

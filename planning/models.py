@@ -151,6 +151,9 @@ class StepAttempt(models.Model):
     class Meta:
         ordering = ["step", "number"]
 
+    def __str__(self):
+        return self.idempotency_key
+
 
 class Playbook(models.Model):
     """A reusable plan: seeded for the demo goals, or saved by an approver from an approved plan."""

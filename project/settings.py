@@ -123,8 +123,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Serve straight from static/ in development; production runs collectstatic into STATIC_ROOT.
-WHITENOISE_USE_FINDERS = DEBUG
+# Serve straight from static/ in development (and until collectstatic has run); production serves the
+# collected, compressed files from STATIC_ROOT.
+WHITENOISE_USE_FINDERS = DEBUG or not STATIC_ROOT.exists()
 WHITENOISE_AUTOREFRESH = DEBUG
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -2,12 +2,12 @@
 
 import urllib.error
 import urllib.request
+from typing import Annotated
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import send_mail
 from pydantic import EmailStr, Field
-from typing_extensions import Annotated
 
 from approvals.policy import Risk
 

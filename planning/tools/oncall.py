@@ -1,12 +1,11 @@
 """The on-call desk: read ticket counts and the SLA (LOW), page the on-call engineer (HIGH)."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.utils import timezone
 from pydantic import Field
-from typing_extensions import Annotated
 
 from approvals.policy import Risk
 

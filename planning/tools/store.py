@@ -1,11 +1,11 @@
 """The sunglasses store: search and read inventory (LOW), purchase and return (HIGH: money moves)."""
 
 import re
+from typing import Annotated
 
 from django.db import transaction
 from django.utils import timezone
 from pydantic import Field
-from typing_extensions import Annotated
 
 from approvals.policy import Risk
 
