@@ -125,7 +125,7 @@ def _reference_path(node: ast.AST) -> tuple[str, str] | None:
     if not (isinstance(node, ast.Name) and node.id == "steps"):
         return None
     parts.reverse()
-    if len(parts) < 2 or parts[1] != "output":
+    if len(parts) < 2 or parts[1] != "output" or any(part.startswith("_") for part in parts):
         return None
     return parts[0], "".join("." + p for p in parts[2:])
 

@@ -86,15 +86,17 @@ def parse_answer(content: str) -> Any:
     fenced = re.fullmatch(r"```[a-zA-Z]*\s*(.*?)\s*```", text, flags=re.DOTALL)
     if fenced:
         text = fenced.group(1)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        start, end = text.find("{"), text.rfind("}")
-        if start != -1 and end > start:
-            try:
-                return json.loads(text[start : end + 1])
-            except json.JSONDecodeError:
-                pass
+    candidates = [text]
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        except RecursionError:
+            raise ValueError("the answer is nested too deeply to be a plan") from None
     raise ValueError("the answer is not a JSON object")
 
 
@@ -137,25 +139,36 @@ def draft_with_llm(goal_text: str) -> Draft:
 
 # ---- playbooks -------------------------------------------------------------------------------------
 
-STOP_WORDS = set("a an the of to and or for if i we you me my our do does is are any in on at with by be it this that there have has want would like please".split())
-SYNONYMS = {"buy": "purchase", "order": "purchase", "page": "notify", "alert": "notify", "jira": "ticket", "pair": "pairs"}
+STOP_WORDS = set("a an the of to and or for if i we you me my our do does is are any in on at with by be it this that there have has want would like please can could".split())
+SYNONYMS = {"buy": "purchase", "order": "purchase", "sell": "purchase", "page": "notify", "alert": "notify", "jira": "ticket",
+            "below": "under", "less": "under", "cheaper": "under", "over": "above", "more": "above"}
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a": 1, "an": 1}
 SHAPE_WORDS = ["round", "square", "oval", "rectangular", "aviator", "wayfarer", "cat-eye", "sport", "polarized"]
 PLACEHOLDER_RE = re.compile(r"\{\{\s*goal\.([a-z_][a-z0-9_.]*)\s*(?:\|\s*(.*?))?\s*\}\}")
 
 
-def _terms(text: str) -> set[str]:
+def _terms(text: str, slot_words: frozenset[str] = frozenset()) -> set[str]:
+    """Words that carry a goal's intent. Values a playbook fills in (item names, shapes, prices, numbers)
+    become slot markers, so "return 5 Moon" matches a playbook written for "return 2 Aviator"."""
     terms = set()
-    for word in re.findall(r"[a-z0-9$]+", text.lower()):
+    for word in re.findall(r"[a-z0-9$-]+", text.lower()):
         if word in STOP_WORDS or word.isdigit():
             continue
+        if word.startswith("$"):
+            terms.add("<price>")
+            continue
         word = SYNONYMS.get(word, word)
-        terms.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+        word = word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+        terms.add("<item>" if word in slot_words else word)
     return terms
 
 
-def similarity(a: str, b: str) -> float:
-    left, right = _terms(a), _terms(b)
+def _slot_words() -> frozenset[str]:
+    return frozenset(name.lower() for name in _inventory_names()) | frozenset(SHAPE_WORDS)
+
+
+def similarity(a: str, b: str, slot_words: frozenset[str] = frozenset()) -> float:
+    left, right = _terms(a, slot_words), _terms(b, slot_words)
     if not left or not right:
         return 0.0
     return len(left & right) / math.sqrt(len(left) * len(right))
@@ -237,8 +250,9 @@ def fill_placeholders(value: Any, params: dict) -> Any:
 
 def closest_playbook(goal_text: str) -> tuple[Playbook | None, float]:
     best, best_score = None, 0.0
+    slot_words = _slot_words()
     for playbook in Playbook.objects.all():
-        score = similarity(goal_text, playbook.goal_text)
+        score = similarity(goal_text, playbook.goal_text, slot_words)
         if score > best_score:
             best, best_score = playbook, score
     return best, best_score

@@ -13,6 +13,15 @@ from planning.tools.registry import ToolRegistry, registry
 
 KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
 MAX_ARGS_CHARS = 20_000
+MAX_ARGS_DEPTH = 10
+
+
+def _depth(value: Any, limit: int = MAX_ARGS_DEPTH + 1) -> int:
+    """Nesting depth of a JSON value, counted only up to `limit` (so a hostile value cannot recurse deep)."""
+    if limit <= 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(child, limit - 1) for child in children), default=0)
 
 
 class StepDraft(BaseModel):
@@ -92,6 +101,8 @@ def check_args(tool_name: str, args: dict, *, tools: ToolRegistry = registry) ->
     tool = tools.get(tool_name)
     if tool is None:
         return [f"unknown tool {tool_name!r}"]
+    if _depth(args) > MAX_ARGS_DEPTH:
+        return [f"arguments are nested more than {MAX_ARGS_DEPTH} levels deep"]
     if len(json.dumps(args, default=str)) > MAX_ARGS_CHARS:
         return [f"arguments are larger than {MAX_ARGS_CHARS} characters"]
     try:

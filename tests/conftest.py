@@ -18,7 +18,10 @@ BIN = Path(sys.executable).parent
 
 
 def make_user(username: str, role: str | None) -> User:
-    user = User.objects.create_user(username=username, password=f"pw-{username}-123", email=f"{username}@example.com")
+    """The user (the demo data may already hold one of that name), in the role's group."""
+    user = User.objects.filter(username=username).first() or User.objects.create_user(
+        username=username, password=f"pw-{username}-123", email=f"{username}@example.com"
+    )
     if role:
         user.groups.add(Group.objects.get(name=role))
     return user
@@ -143,6 +146,8 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
     from project.celery import app
 
     log = tmp_path_factory.mktemp("worker") / "worker.log"
+    # Tasks queued by earlier runs or tests name rows that no longer exist; start from an empty queue.
+    app.control.purge()
     with django_db_blocker.unblock():
         env = subprocess_env(OPENAI_BASE_URL=fake_openai_server.base_url, OPENAI_API_KEY="sk-test", OPENAI_MAX_RETRIES="0")
     hostname = f"test-worker-{os.getpid()}@%h"

@@ -66,6 +66,12 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "tests"}]})
+                else:
+                    self._send(404, {"error": {"message": f"unknown path {self.path}"}})
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -73,7 +79,7 @@ class FakeOpenAI:
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}})
                     return
                 with fake._lock:
-                    fake.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
                 step = fake._next()
                 if "hang" in step:
                     time.sleep(step["hang"])
