@@ -10,12 +10,48 @@ from project.roles import DEMO_USERS
 from sandbox.models import DataRow, DataTable
 
 INVENTORY = [
-    {"item_id": "SG001", "name": "Aviator", "description": "Classic aviator frame with teardrop lenses and a thin metal bridge.", "quantity_in_stock": 23, "price": 80},
-    {"item_id": "SG002", "name": "Wayfarer", "description": "Bold acetate wayfarer with a trapezoid shape, an everyday favourite.", "quantity_in_stock": 15, "price": 95},
-    {"item_id": "SG003", "name": "Moon", "description": "Oversized round frame with gradient lenses for a retro look.", "quantity_in_stock": 6, "price": 120},
-    {"item_id": "SG004", "name": "Sport", "description": "Wraparound sport frame with polarized lenses, light and sweat proof.", "quantity_in_stock": 12, "price": 110},
-    {"item_id": "SG005", "name": "Classic", "description": "Classic round profile with minimalist metal frames, offering a timeless and versatile style that fits both casual and formal wear.", "quantity_in_stock": 10, "price": 60},
-    {"item_id": "SG006", "name": "Catseye", "description": "Cat-eye acetate frame with upswept corners.", "quantity_in_stock": 0, "price": 75},
+    {
+        "item_id": "SG001",
+        "name": "Aviator",
+        "description": "Classic aviator frame with teardrop lenses and a thin metal bridge.",
+        "quantity_in_stock": 23,
+        "price": 80,
+    },
+    {
+        "item_id": "SG002",
+        "name": "Wayfarer",
+        "description": "Bold acetate wayfarer with a trapezoid shape, an everyday favourite.",
+        "quantity_in_stock": 15,
+        "price": 95,
+    },
+    {
+        "item_id": "SG003",
+        "name": "Moon",
+        "description": "Oversized round frame with gradient lenses for a retro look.",
+        "quantity_in_stock": 6,
+        "price": 120,
+    },
+    {
+        "item_id": "SG004",
+        "name": "Sport",
+        "description": "Wraparound sport frame with polarized lenses, light and sweat proof.",
+        "quantity_in_stock": 12,
+        "price": 110,
+    },
+    {
+        "item_id": "SG005",
+        "name": "Classic",
+        "description": "Classic round profile with minimalist metal frames, offering a timeless and versatile style that fits both casual and formal wear.",
+        "quantity_in_stock": 10,
+        "price": 60,
+    },
+    {
+        "item_id": "SG006",
+        "name": "Catseye",
+        "description": "Cat-eye acetate frame with upswept corners.",
+        "quantity_in_stock": 0,
+        "price": 75,
+    },
 ]
 
 OPENING_BALANCE = {
@@ -31,11 +67,21 @@ TICKETS = [
     {"ticket_id": f"SUP-{100 + n}", "queue": "support", "title": title, "status": status}
     for n, (title, status) in enumerate(
         [
-            ("Checkout page times out", "open"), ("Refund not received", "open"), ("Password reset email missing", "open"),
-            ("Order shows wrong size", "open"), ("Cannot apply discount code", "open"), ("Delivery address change", "open"),
-            ("Invoice PDF is blank", "open"), ("App crashes on login", "open"), ("Tracking link broken", "open"),
-            ("Duplicate charge", "open"), ("Damaged item on arrival", "open"), ("Account locked", "open"),
-            ("Gift card balance wrong", "closed"), ("Newsletter unsubscribe", "closed"), ("Size chart question", "closed"),
+            ("Checkout page times out", "open"),
+            ("Refund not received", "open"),
+            ("Password reset email missing", "open"),
+            ("Order shows wrong size", "open"),
+            ("Cannot apply discount code", "open"),
+            ("Delivery address change", "open"),
+            ("Invoice PDF is blank", "open"),
+            ("App crashes on login", "open"),
+            ("Tracking link broken", "open"),
+            ("Duplicate charge", "open"),
+            ("Damaged item on arrival", "open"),
+            ("Account locked", "open"),
+            ("Gift card balance wrong", "closed"),
+            ("Newsletter unsubscribe", "closed"),
+            ("Size chart question", "closed"),
         ]
     )
 ]
@@ -99,7 +145,11 @@ PLAYBOOKS = [
                 "key": "s2",
                 "title": "Take back the pairs and refund",
                 "tool": "return_item",
-                "args": {"item": "{{ steps.s1.output.item_id }}", "quantity": "{{ goal.quantity | 1 }}", "customer_name": "{{ goal.customer | Walk-in customer }}"},
+                "args": {
+                    "item": "{{ steps.s1.output.item_id }}",
+                    "quantity": "{{ goal.quantity | 1 }}",
+                    "customer_name": "{{ goal.customer | Walk-in customer }}",
+                },
                 "depends_on": ["s1"],
                 "success_criteria": "Stock is up and one refund row is recorded.",
             },
@@ -114,7 +164,11 @@ PLAYBOOKS = [
                 "key": "s2",
                 "title": "Sell the pairs",
                 "tool": "purchase_item",
-                "args": {"item": "{{ steps.s1.output.item_id }}", "quantity": "{{ goal.quantity | 1 }}", "customer_name": "{{ goal.customer | Walk-in customer }}"},
+                "args": {
+                    "item": "{{ steps.s1.output.item_id }}",
+                    "quantity": "{{ goal.quantity | 1 }}",
+                    "customer_name": "{{ goal.customer | Walk-in customer }}",
+                },
                 "depends_on": ["s1"],
                 "condition": "steps.s1.output.quantity_in_stock >= {{ goal.quantity | 1 }}",
                 "success_criteria": "Stock is down and one transaction row is recorded.",
@@ -131,7 +185,11 @@ PLAYBOOKS = [
                 "key": "s3",
                 "title": "Sell the first item",
                 "tool": "purchase_item",
-                "args": {"item": "{{ steps.s1.output.item_id }}", "quantity": "{{ goal.items.0.quantity | 1 }}", "customer_name": "{{ goal.customer | Walk-in customer }}"},
+                "args": {
+                    "item": "{{ steps.s1.output.item_id }}",
+                    "quantity": "{{ goal.items.0.quantity | 1 }}",
+                    "customer_name": "{{ goal.customer | Walk-in customer }}",
+                },
                 "depends_on": ["s1", "s2"],
                 "condition": "steps.s1.output.quantity_in_stock >= {{ goal.items.0.quantity | 1 }} and steps.s2.output.quantity_in_stock >= {{ goal.items.1.quantity | 1 }}",
                 "success_criteria": "One transaction row for this item.",
@@ -141,7 +199,11 @@ PLAYBOOKS = [
                 "title": "Sell the second item",
                 "description": "After the first sale, so the running balance is sequential.",
                 "tool": "purchase_item",
-                "args": {"item": "{{ steps.s2.output.item_id }}", "quantity": "{{ goal.items.1.quantity | 1 }}", "customer_name": "{{ goal.customer | Walk-in customer }}"},
+                "args": {
+                    "item": "{{ steps.s2.output.item_id }}",
+                    "quantity": "{{ goal.items.1.quantity | 1 }}",
+                    "customer_name": "{{ goal.customer | Walk-in customer }}",
+                },
                 "depends_on": ["s2", "s3"],
                 "success_criteria": "One transaction row for this item.",
             },
@@ -171,6 +233,8 @@ def seed_demo() -> dict[str, int]:
             DataRow.objects.bulk_create([DataRow(table=table, key=str(row[key_field]), data=row) for row in rows])
             created["rows"] += len(rows)
     for playbook in PLAYBOOKS:
-        _, made = Playbook.objects.get_or_create(name=playbook["name"], defaults={"goal_text": playbook["goal_text"], "steps": playbook["steps"]})
+        _, made = Playbook.objects.get_or_create(
+            name=playbook["name"], defaults={"goal_text": playbook["goal_text"], "steps": playbook["steps"]}
+        )
         created["playbooks"] += int(made)
     return created

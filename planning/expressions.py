@@ -153,7 +153,13 @@ def _check(node: ast.AST) -> None:
     elif isinstance(node, (ast.List, ast.Tuple)):
         for element in node.elts:
             _check(element)
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1 and not node.keywords:
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
         _check(node.args[0])
     else:
         raise ExpressionError(f"{type(node).__name__} is not allowed in a condition.")

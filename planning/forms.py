@@ -8,7 +8,9 @@ class GoalForm(forms.Form):
     text = forms.CharField(
         label="Goal",
         max_length=MAX_GOAL_CHARS,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "e.g. Check open ticket count against the SLA and notify the on-call engineer if breached"}),
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "e.g. Check open ticket count against the SLA and notify the on-call engineer if breached"}
+        ),
     )
     planner = forms.ChoiceField(label="Planner", required=False)
 

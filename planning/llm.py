@@ -34,7 +34,9 @@ def client() -> openai.OpenAI:
     )
 
 
-def chat(messages: list[dict], *, response_format: dict | None = None, max_tokens: int | None = None, temperature: float = 0.2) -> Completion:
+def chat(
+    messages: list[dict], *, response_format: dict | None = None, max_tokens: int | None = None, temperature: float = 0.2
+) -> Completion:
     if not is_configured():
         raise LLMError("No LLM is configured (set OPENAI_BASE_URL and/or OPENAI_API_KEY).")
     options = {"model": settings.COUNTERSIGN_PLANNER_MODEL, "messages": messages, "temperature": temperature}

@@ -130,7 +130,9 @@ def draft_with_llm(goal_text: str) -> Draft:
             {"role": "assistant", "content": completion.content[:8000]},
             {
                 "role": "user",
-                "content": "That plan is invalid:\n- " + "\n- ".join(problems[:30]) + '\nReturn the whole corrected plan as one JSON object {"steps": [...]}.',
+                "content": "That plan is invalid:\n- "
+                + "\n- ".join(problems[:30])
+                + '\nReturn the whole corrected plan as one JSON object {"steps": [...]}.',
             },
         ]
     shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
@@ -139,10 +141,36 @@ def draft_with_llm(goal_text: str) -> Draft:
 
 # ---- playbooks -------------------------------------------------------------------------------------
 
-STOP_WORDS = set("a an the of to and or for if i we you me my our do does is are any in on at with by be it this that there have has want would like please can could".split())
-SYNONYMS = {"buy": "purchase", "order": "purchase", "sell": "purchase", "page": "notify", "alert": "notify", "jira": "ticket",
-            "below": "under", "less": "under", "cheaper": "under", "over": "above", "more": "above"}
-NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a": 1, "an": 1}
+STOP_WORDS = set(
+    "a an the of to and or for if i we you me my our do does is are any in on at with by be it this that there have has want would like please can could".split()
+)
+SYNONYMS = {
+    "buy": "purchase",
+    "order": "purchase",
+    "sell": "purchase",
+    "page": "notify",
+    "alert": "notify",
+    "jira": "ticket",
+    "below": "under",
+    "less": "under",
+    "cheaper": "under",
+    "over": "above",
+    "more": "above",
+}
+NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a": 1,
+    "an": 1,
+}
 SHAPE_WORDS = ["round", "square", "oval", "rectangular", "aviator", "wayfarer", "cat-eye", "sport", "polarized"]
 PLACEHOLDER_RE = re.compile(r"\{\{\s*goal\.([a-z_][a-z0-9_.]*)\s*(?:\|\s*(.*?))?\s*\}\}")
 

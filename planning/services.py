@@ -43,7 +43,12 @@ def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_ch
     with transaction.atomic():
         goal = Goal.objects.create(text=text, mode=mode, requester=requester)
         plan = Plan.objects.create(goal=goal, requested_planner=planner_choice)
-        audit.record(action="goal.submitted", actor=requester, plan_id=plan.pk, data={"goal_id": goal.pk, "text": text, "planner": planner_choice or "auto"})
+        audit.record(
+            action="goal.submitted",
+            actor=requester,
+            plan_id=plan.pk,
+            data={"goal_id": goal.pk, "text": text, "planner": planner_choice or "auto"},
+        )
         _queue_planning(plan.pk)
     return plan
 

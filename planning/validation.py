@@ -130,7 +130,7 @@ def _cycle(steps: list[StepDraft]) -> list[str] | None:
             if dep not in graph:
                 continue
             if state.get(dep) == 1:
-                return path[path.index(dep):] + [dep]
+                return path[path.index(dep) :] + [dep]
             if dep not in state and (found := visit(dep)):
                 return found
         path.pop()

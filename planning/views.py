@@ -66,7 +66,12 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
             return HttpResponseClientRefresh()
         return render(request, "planning/plan_detail.html#plan-status", {"plan": plan})
     plan, steps = selectors.plan_with_steps(plan)
-    context = {"plan": plan, "steps": steps, "retry_form": RetryForm(), "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]})}
+    context = {
+        "plan": plan,
+        "steps": steps,
+        "retry_form": RetryForm(),
+        "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
+    }
     context["can_save_playbook"] = user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES
     return render(request, "planning/plan_detail.html", context)
 

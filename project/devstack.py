@@ -92,6 +92,18 @@ def start_embedded_redis(stack: Stack) -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
+def wait_for_worker(env: dict, stack: Stack, timeout: float = 60.0) -> None:
+    """Block until a Celery worker answers a ping, so /healthz is green when the URL is printed."""
+    probe = "from project.celery import app; import sys; sys.exit(0 if app.control.ping(timeout=0.5) else 1)"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(process.poll() is not None for process in stack.processes):
+            return
+        if subprocess.run([PYTHON, "-c", probe], cwd=ROOT, env=env, capture_output=True).returncode == 0:
+            return
+    print("The Celery worker has not answered yet; /healthz will say so until it does.", file=sys.stderr)
+
+
 def manage(*args: str, env: dict) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
@@ -105,17 +117,28 @@ def run() -> int:
     env.setdefault("DEBUG", "true")
     stack = Stack()
     # Ctrl-C reaches the whole foreground group; children live in their own sessions and are stopped here.
+    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored otherwise.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         if not env.get("REDIS_URL"):
             env["REDIS_URL"] = start_embedded_redis(stack)
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
         port = free_port(int(env.get("PORT", "8000")))
-        web = stack.start([str(BIN / "uvicorn"), "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"], env=env)
-        stack.start([str(BIN / "celery"), "-A", "project", "worker", "--loglevel", "INFO", "--concurrency", env.get("WORKER_CONCURRENCY", "4")], env=env)
-        stack.start([str(BIN / "celery"), "-A", "project", "beat", "--loglevel", "WARNING", "--schedule", str(VAR / "celerybeat-schedule")], env=env)
+        web = stack.start(
+            [str(BIN / "uvicorn"), "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+            env=env,
+        )
+        stack.start(
+            [str(BIN / "celery"), "-A", "project", "worker", "--loglevel", "INFO", "--concurrency", env.get("WORKER_CONCURRENCY", "4")],
+            env=env,
+        )
+        stack.start(
+            [str(BIN / "celery"), "-A", "project", "beat", "--loglevel", "WARNING", "--schedule", str(VAR / "celerybeat-schedule")], env=env
+        )
         wait_for_port(port, timeout=60, process=web)
+        wait_for_worker(env, stack)
         from project.roles import DEMO_USERS
 
         print(f"\nCountersign is running at http://127.0.0.1:{port}/   (health: http://127.0.0.1:{port}/healthz)")

@@ -152,7 +152,20 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
         env = subprocess_env(OPENAI_BASE_URL=fake_openai_server.base_url, OPENAI_API_KEY="sk-test", OPENAI_MAX_RETRIES="0")
     hostname = f"test-worker-{os.getpid()}@%h"
     process = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "project", "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", hostname, "--without-gossip", "--without-mingle"],
+        [
+            str(BIN / "celery"),
+            "-A",
+            "project",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--hostname",
+            hostname,
+            "--without-gossip",
+            "--without-mingle",
+        ],
         cwd=ROOT,
         env=env,
         stdout=log.open("w"),

@@ -106,6 +106,8 @@ def test_check_deploy_reports_nothing_with_production_values():
         "COUNTERSIGN_HTTPS": "true",
         "DATABASE_URL": "sqlite:////tmp/countersign-deploy-check.sqlite3",
     }
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues" in result.stdout

@@ -71,7 +71,9 @@ def test_the_poll_reloads_the_page_once_the_plan_is_drafted(alice_client, alice,
     assert "filled in from a stored playbook" in page
 
 
-def test_a_planning_failure_shows_the_reason_and_plan_again_replans(alice_client, alice, demo_data, no_llm, django_capture_on_commit_callbacks):
+def test_a_planning_failure_shows_the_reason_and_plan_again_replans(
+    alice_client, alice, demo_data, no_llm, django_capture_on_commit_callbacks
+):
     plan = services.goal_submit(requester=alice, text="Compose a symphony")
     plan = services.plan_generate(plan_id=plan.pk)
     assert plan.status == Plan.Status.PLANNING_FAILED
@@ -93,7 +95,11 @@ def test_plan_again_is_refused_for_a_plan_that_did_not_fail(alice_client, alice)
 def test_a_proposed_plan_is_audited_with_planner_model_tokens_and_hash(alice, fake_openai):
     import json
 
-    fake_openai.reply(json.dumps({"steps": [{"key": "s1", "title": "Count", "tool": "count_open_tickets", "args": {}}]}), prompt_tokens=11, completion_tokens=7)
+    fake_openai.reply(
+        json.dumps({"steps": [{"key": "s1", "title": "Count", "tool": "count_open_tickets", "args": {}}]}),
+        prompt_tokens=11,
+        completion_tokens=7,
+    )
     plan = services.plan_generate(plan_id=services.goal_submit(requester=alice, text="Count open tickets").pk)
     event = AuditEvent.objects.get(action="plan.proposed")
     assert event.plan_id == plan.pk and event.actor is None and event.actor_name == "system"

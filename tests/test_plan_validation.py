@@ -15,7 +15,9 @@ def issues_of(plan):
 
 
 def test_a_valid_plan_comes_back_with_risk_from_the_registry():
-    steps = validate_plan({"steps": [step("s1"), step("s2", "notify_on_call", {"message": "{{ steps.s1.output }} open"}, depends_on=["s1"])]})
+    steps = validate_plan(
+        {"steps": [step("s1"), step("s2", "notify_on_call", {"message": "{{ steps.s1.output }} open"}, depends_on=["s1"])]}
+    )
     assert [s["risk"] for s in steps] == ["low", "high"]
 
 
@@ -35,8 +37,14 @@ def test_a_risk_claimed_in_the_plan_is_ignored():
         ({"steps": [step("s1", depends_on=["s7"])]}, "step s1, depends_on: depends on 's7', which is not a step of this plan"),
         ({"steps": [step("s1", depends_on=["s1"])]}, "step s1, depends_on: a step cannot depend on itself"),
         ({"steps": [step("s1", depends_on=["s2"]), step("s2", depends_on=["s1"])]}, "dependency cycle"),
-        ({"steps": [step("s1"), step("s2", "notify_on_call", {"message": "{{ steps.s1.output }}"})]}, "uses the output of 's1', which is not among its dependencies"),
-        ({"steps": [step("s1"), step("s2", condition="steps.s1.output > 3")]}, "condition: refers to 's1', which is not among its dependencies"),
+        (
+            {"steps": [step("s1"), step("s2", "notify_on_call", {"message": "{{ steps.s1.output }}"})]},
+            "uses the output of 's1', which is not among its dependencies",
+        ),
+        (
+            {"steps": [step("s1"), step("s2", condition="steps.s1.output > 3")]},
+            "condition: refers to 's1', which is not among its dependencies",
+        ),
         ({"steps": [step("s1"), step("s2", depends_on=["s1"], condition="steps.s1.output >")]}, "Condition is not a valid expression"),
         ({"steps": [step("s1"), step("s2", depends_on=["s1"], condition="__import__('os').system('id')")]}, "not allowed in a condition"),
         ({"steps": [step("s1", "notify_on_call", {"message": "{{ config.SECRET_KEY }}"})]}, "must look like {{ steps.KEY.output.field }}"),
@@ -53,12 +61,28 @@ def test_invalid_plans_get_readable_errors_at_the_step_they_concern(plan, expect
 
 
 def test_a_transitive_dependency_may_be_referenced():
-    plan = {"steps": [step("s1"), step("s2", depends_on=["s1"]), step("s3", "notify_on_call", {"message": "{{ steps.s1.output }}"}, depends_on=["s2"])]}
+    plan = {
+        "steps": [
+            step("s1"),
+            step("s2", depends_on=["s1"]),
+            step("s3", "notify_on_call", {"message": "{{ steps.s1.output }}"}, depends_on=["s2"]),
+        ]
+    }
     assert len(validate_plan(plan)) == 3
 
 
 def test_a_whole_template_may_stand_for_a_typed_argument():
-    plan = {"steps": [step("s1", "get_item", {"item": "Aviator"}), step("s2", "purchase_item", {"item": "{{ steps.s1.output.item_id }}", "quantity": "{{ steps.s1.output.quantity_in_stock }}"}, depends_on=["s1"])]}
+    plan = {
+        "steps": [
+            step("s1", "get_item", {"item": "Aviator"}),
+            step(
+                "s2",
+                "purchase_item",
+                {"item": "{{ steps.s1.output.item_id }}", "quantity": "{{ steps.s1.output.quantity_in_stock }}"},
+                depends_on=["s1"],
+            ),
+        ]
+    }
     assert validate_plan(plan)[1]["args"]["quantity"] == "{{ steps.s1.output.quantity_in_stock }}"
 
 
@@ -84,7 +108,15 @@ def test_conditions_evaluate_over_dependency_outputs(condition, outputs, expecte
 
 @pytest.mark.parametrize(
     "condition",
-    ["().__class__.__bases__", "steps.s1.output.__class__", "open('/etc/passwd')", "[x for x in steps]", "lambda: 1", "steps.s1.output ** 99999999", "f'{steps}'"],
+    [
+        "().__class__.__bases__",
+        "steps.s1.output.__class__",
+        "open('/etc/passwd')",
+        "[x for x in steps]",
+        "lambda: 1",
+        "steps.s1.output ** 99999999",
+        "f'{steps}'",
+    ],
 )
 def test_conditions_refuse_anything_beyond_the_allowlist(condition):
     with pytest.raises(ExpressionError):
@@ -93,5 +125,9 @@ def test_conditions_refuse_anything_beyond_the_allowlist(condition):
 
 def test_templates_resolve_typed_when_whole_and_as_text_when_embedded():
     outputs = {"s1": {"item_id": "SG001", "quantity_in_stock": 4}}
-    args = {"item": "{{ steps.s1.output.item_id }}", "quantity": "{{ steps.s1.output.quantity_in_stock }}", "note": "left: {{ steps.s1.output.quantity_in_stock }}"}
+    args = {
+        "item": "{{ steps.s1.output.item_id }}",
+        "quantity": "{{ steps.s1.output.quantity_in_stock }}",
+        "note": "left: {{ steps.s1.output.quantity_in_stock }}",
+    }
     assert resolve_templates(args, outputs) == {"item": "SG001", "quantity": 4, "note": "left: 4"}

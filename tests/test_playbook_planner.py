@@ -74,7 +74,9 @@ def test_an_approved_plan_can_be_saved_as_a_playbook_and_then_drafts_goals(demo_
 
     goal = Goal.objects.create(text="Escalate billing backlog to on-call", requester=alice)
     plan = Plan.objects.create(goal=goal, status=Plan.Status.APPROVED, revision=1)
-    Step.objects.create(plan=plan, key="s1", title="Count billing tickets", tool="count_open_tickets", args={"queue": "billing"}, risk="low")
+    Step.objects.create(
+        plan=plan, key="s1", title="Count billing tickets", tool="count_open_tickets", args={"queue": "billing"}, risk="low"
+    )
     services.playbook_save_from_plan(plan=plan, actor=bob, name="Billing backlog")
     assert Playbook.objects.get(name="Billing backlog").source == "saved"
     draft = planner.draft_plan("Escalate the billing backlog to on-call")

@@ -7,7 +7,9 @@ from sandbox.models import DataRow, DataTable
 
 def snapshot():
     return {
-        "users": sorted((u.username, u.password, u.is_superuser, tuple(sorted(u.groups.values_list("name", flat=True)))) for u in User.objects.all()),
+        "users": sorted(
+            (u.username, u.password, u.is_superuser, tuple(sorted(u.groups.values_list("name", flat=True)))) for u in User.objects.all()
+        ),
         "tables": sorted(DataTable.objects.values_list("name", "key_field")),
         "rows": sorted((r.table.name, r.key, str(r.data), r.version) for r in DataRow.objects.select_related("table")),
         "playbooks": sorted((p.name, str(p.steps)) for p in Playbook.objects.all()),
@@ -47,7 +49,10 @@ def test_seed_demo_leaves_changed_demo_data_alone(db):
 
 
 def test_role_groups_hold_the_permissions_their_role_implies(db):
-    perms = {g.name: {f"{p.content_type.app_label}.{p.codename}" for p in g.permissions.select_related("content_type")} for g in Group.objects.all()}
+    perms = {
+        g.name: {f"{p.content_type.app_label}.{p.codename}" for p in g.permissions.select_related("content_type")}
+        for g in Group.objects.all()
+    }
     assert {"planning.add_goal", "planning.change_plan", "planning.run_plan"} <= perms["operator"]
     assert "planning.approve_plan" not in perms["operator"]
     assert "planning.approve_plan" in perms["approver"] and "planning.change_plan" not in perms["approver"]

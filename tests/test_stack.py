@@ -1,13 +1,12 @@
 """The real stack: a Celery worker on Redis, the ASGI server with websockets, and /healthz over both."""
 
 import asyncio
-import json
 
 import pytest
 import websockets
-from websockets.exceptions import InvalidStatus
 from django.contrib.auth.models import User
 from django.test import Client
+from websockets.exceptions import InvalidStatus
 
 from planning.models import Goal, Plan
 from tests.conftest import make_user, wait_until
@@ -99,4 +98,3 @@ def test_the_served_page_loads_vendored_htmx(asgi_server, plan_on_server):
     with urllib.request.urlopen(asgi_server + "/static/vendor/htmx-2.0.11.min.js", timeout=10) as response:
         assert response.status == 200
         assert b"htmx" in response.read(2000)
-    json.dumps({})

@@ -96,7 +96,11 @@ class FakeOpenAI:
                         "created": int(time.time()),
                         "model": step["model"] or body.get("model", "fake-model"),
                         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": step["content"]}}],
-                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens,
+                        },
                     },
                 )
 
