@@ -28,3 +28,53 @@ class RetryForm(forms.Form):
 
 class PlaybookForm(forms.Form):
     name = forms.CharField(max_length=200)
+
+
+class StepForm(forms.Form):
+    """One step's editable fields. `depends_on` choices are the plan's other step keys."""
+
+    revision = forms.IntegerField(widget=forms.HiddenInput)
+    title = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    tool = forms.ChoiceField()
+    args = forms.CharField(
+        label="Arguments (JSON)", required=False, widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"})
+    )
+    depends_on = forms.MultipleChoiceField(label="Depends on", required=False, widget=forms.CheckboxSelectMultiple)
+    condition = forms.CharField(
+        label="Runs only if",
+        required=False,
+        max_length=500,
+        widget=forms.TextInput(attrs={"class": "mono", "placeholder": "e.g. steps.s1.output > steps.s2.output"}),
+    )
+    success_criteria = forms.CharField(label="Success when", required=False, max_length=1000)
+
+    def __init__(self, *args, tools: list[str], other_keys: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].choices = [(name, name) for name in tools]
+        self.fields["depends_on"].choices = [(key, key) for key in other_keys]
+
+    def clean_args(self):
+        import json
+
+        text = self.cleaned_data["args"].strip() or "{}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"Not valid JSON: {error.msg} (line {error.lineno}, column {error.colno}).") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Arguments must be a JSON object, e.g. {"queue": "support"}.')
+        return value
+
+    def changes(self) -> dict:
+        return {
+            name: self.cleaned_data[name]
+            for name in ("title", "description", "tool", "args", "depends_on", "condition", "success_criteria")
+        }
+
+
+class DecisionForm(forms.Form):
+    revision = forms.IntegerField(widget=forms.HiddenInput)
+    content_hash = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    decision = forms.ChoiceField(choices=[("approved", "Approve"), ("rejected", "Reject"), ("changes_requested", "Request changes")])
+    comment = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 2}))

@@ -31,6 +31,7 @@ class Plan(models.Model):
         PLANNING_FAILED = "planning_failed", "Planning failed"
         AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
         APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
@@ -73,6 +74,13 @@ class Plan(models.Model):
     @property
     def short_hash(self) -> str:
         return self.content_hash[:12]
+
+    @property
+    def is_editable(self) -> bool:
+        return self.status in EDITABLE_STATUSES
+
+
+EDITABLE_STATUSES = {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED, Plan.Status.REJECTED}
 
 
 class Step(models.Model):

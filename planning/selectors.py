@@ -1,36 +1,98 @@
 """Reads for the inbox and the plan page. Each page's query count is fixed, whatever the plan's size."""
 
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
-from planning.models import Plan, Playbook
+from approvals.models import Approval
+from planning.models import Plan, PlanRevision, Playbook, plan_content
+from planning.permissions import user_can
+from planning.validation import PlanInvalid, validate_plan
 
-INBOX_GROUPS = {
-    "active": ("In progress", [Plan.Status.PLANNING, Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED, Plan.Status.RUNNING]),
-    "awaiting": ("Awaiting approval", [Plan.Status.AWAITING_APPROVAL]),
-    "running": ("Running", [Plan.Status.APPROVED, Plan.Status.RUNNING]),
-    "failed": ("Needs attention", [Plan.Status.PLANNING_FAILED, Plan.Status.FAILED]),
-    "done": ("Finished", [Plan.Status.SUCCEEDED, Plan.Status.CANCELLED, Plan.Status.SUPERSEDED]),
-    "all": ("All", None),
-}
+RUNNING = [Plan.Status.APPROVED, Plan.Status.RUNNING]
+NEEDS_ATTENTION = [Plan.Status.PLANNING_FAILED, Plan.Status.FAILED, Plan.Status.REJECTED]
 
 
-def inbox_counts() -> dict[str, int]:
-    aggregates = {name: Count("id", filter=Q(status__in=statuses)) for name, (_, statuses) in INBOX_GROUPS.items() if statuses}
-    counts = Plan.objects.aggregate(all=Count("id"), **aggregates)
-    return counts
+def _inbox_filters(user) -> dict[str, tuple[str, Q]]:
+    authored = Exists(PlanRevision.objects.filter(plan=OuterRef("pk"), author=user))
+    filters = {}
+    if user_can(user, "approve"):
+        filters["to_approve"] = ("Awaiting my approval", Q(status=Plan.Status.AWAITING_APPROVAL) & ~Q(goal__requester=user) & ~Q(authored))
+    if user_can(user, "submit"):
+        filters["mine"] = ("My goals", Q(goal__requester=user))
+    filters["awaiting"] = ("Awaiting approval", Q(status=Plan.Status.AWAITING_APPROVAL))
+    filters["running"] = ("Running", Q(status__in=RUNNING))
+    filters["attention"] = ("Needs attention", Q(status__in=NEEDS_ATTENTION))
+    filters["recent"] = ("Recent", Q())
+    return filters
 
 
-def inbox_page(*, group: str, page: int | str = 1, per_page: int = 20):
-    _, statuses = INBOX_GROUPS.get(group, INBOX_GROUPS["active"])
-    plans = Plan.objects.select_related("goal", "goal__requester").annotate(step_count=Count("steps")).order_by("-updated_at", "-id")
-    if statuses:
-        plans = plans.filter(status__in=statuses)
-    return Paginator(plans, per_page).get_page(page)
+def inbox_tabs(user) -> list[tuple[str, str, int]]:
+    filters = _inbox_filters(user)
+    counts = Plan.objects.aggregate(**{name: Count("id", filter=condition) for name, (_, condition) in filters.items()})
+    return [(name, label, counts[name]) for name, (label, _) in filters.items()]
+
+
+def default_tab(user) -> str:
+    return next(iter(_inbox_filters(user)))
+
+
+def inbox_page(*, user, group: str, page: int | str = 1, per_page: int = 20):
+    filters = _inbox_filters(user)
+    _, condition = filters.get(group, filters["recent"])
+    plans = Plan.objects.filter(condition).select_related("goal", "goal__requester").annotate(step_count=Count("steps"))
+    return Paginator(plans.order_by("-updated_at", "-id"), per_page).get_page(page)
 
 
 def plan_with_steps(plan: Plan) -> tuple[Plan, list]:
     return plan, list(plan.steps.all())
+
+
+def plan_approvals(plan: Plan) -> list[Approval]:
+    return list(plan.approvals.select_related("approver").order_by("-created_at"))
+
+
+def revision_author_ids(plan: Plan) -> set[int]:
+    return set(PlanRevision.objects.filter(plan=plan, author__isnull=False).values_list("author_id", flat=True))
+
+
+def stored_plan_issues(steps) -> dict[str, list[str]]:
+    """Problems with the stored steps (say, a tool that has since been unregistered), by step key."""
+    if not steps:
+        return {}
+    try:
+        validate_plan({"steps": plan_content(steps)}, max_steps=max(len(steps), 1))
+    except PlanInvalid as invalid:
+        found: dict[str, list[str]] = {}
+        for issue in invalid.issues:
+            found.setdefault(issue.step_key or "", []).append(f"{issue.field}: {issue.message}" if issue.field else issue.message)
+        return found
+    return {}
+
+
+def revision_pair(plan: Plan, revisions: list[PlanRevision], a, b, view) -> dict:
+    """Which two revisions to compare, and their differences. view=approved compares the planner's
+    last proposal with the revision most recently approved."""
+    from planning.diff import diff_contents
+
+    by_number = {r.number: r for r in revisions}
+    if not revisions:
+        return {"left": None, "right": None, "changes": []}
+    if view == "approved":
+        proposed = [r for r in revisions if r.planner != Plan.Planner.HUMAN] or revisions[:1]
+        approved = plan.approvals.filter(kind=Approval.Kind.PLAN, decision=Approval.Decision.APPROVED).order_by("-created_at").first()
+        left = proposed[-1]
+        right = by_number.get(approved.revision) if approved else None
+        if right is None:
+            return {"left": left, "right": None, "changes": [], "view": "approved"}
+    else:
+        try:
+            left = by_number.get(int(a)) if a else None
+            right = by_number.get(int(b)) if b else None
+        except ValueError:
+            left = right = None
+        right = right or revisions[-1]
+        left = left or (revisions[-2] if len(revisions) > 1 else revisions[-1])
+    return {"left": left, "right": right, "changes": diff_contents(left.content, right.content), "view": view or ""}
 
 
 def playbooks():

@@ -1,10 +1,15 @@
 """Writes for goals and plans. Every state change records its audit event in the same transaction."""
 
+from collections.abc import Callable
+
 from django.db import transaction
+from django.utils import timezone
 
 from approvals import audit
+from approvals.models import Approval
 from planning import llm, planner
 from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
+from planning.validation import PlanInvalid, PlanIssue, validate_plan
 
 MAX_GOAL_CHARS = 4000
 SAVEABLE_STATUSES = {Plan.Status.APPROVED, Plan.Status.RUNNING, Plan.Status.SUCCEEDED, Plan.Status.FAILED}
@@ -20,6 +25,24 @@ class ServiceError(Exception):
         self.message = message
         if status is not None:
             self.status = status
+
+
+class StaleRevision(ServiceError):
+    status = 409
+
+    def __init__(self, current: int):
+        super().__init__(
+            f"This plan changed since you loaded it: revision {current} is current. Reload to see it; your change was not applied."
+        )
+        self.current = current
+
+
+class InvalidEdit(ServiceError):
+    status = 422
+
+    def __init__(self, issues: list[PlanIssue]):
+        super().__init__("; ".join(str(issue) for issue in issues))
+        self.issues = issues
 
 
 def _queue_planning(plan_id: int) -> None:
@@ -146,3 +169,145 @@ def playbook_save_from_plan(*, plan: Plan, actor, name: str) -> Playbook:
         )
         audit.record(action="playbook.saved", actor=actor, plan_id=plan.pk, data={"playbook": name, "content_hash": plan.content_hash})
     return playbook
+
+
+# ---- editing -----------------------------------------------------------------------------------------
+
+EDITABLE_FIELDS = ("title", "description", "tool", "args", "depends_on", "condition", "success_criteria")
+
+
+def _void_approvals(plan: Plan, reason: str) -> int:
+    return Approval.objects.filter(plan=plan, kind=Approval.Kind.PLAN, voided_at__isnull=True).update(
+        voided_at=timezone.now(), void_reason=reason[:200]
+    )
+
+
+def _replace_steps(plan: Plan, steps: list[dict]) -> None:
+    # Editing is only allowed before execution, so the rows carry no run state worth keeping.
+    plan.steps.all().delete()
+    Step.objects.bulk_create([Step(plan=plan, position=index, **step) for index, step in enumerate(steps)])
+
+
+def _edit_plan(*, plan_id: int, actor, revision: int, summary: str, change: Callable[[list[dict]], list[dict]], details: dict) -> Plan:
+    """Apply one edit atomically: check the revision (optimistic locking), validate the whole new plan,
+    store a revision, void approvals, and record exactly one audit event. Nothing changes on any error."""
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        if not plan.is_editable:
+            raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot be edited.", status=409)
+        if revision != plan.revision:
+            raise StaleRevision(plan.revision)
+        proposed = change([dict(step) for step in plan_content(plan.steps.all())])
+        try:
+            steps = validate_plan({"steps": proposed})
+        except PlanInvalid as invalid:
+            raise InvalidEdit(invalid.issues) from invalid
+        new_hash = content_hash_of(steps)
+        if new_hash == plan.content_hash:
+            raise ServiceError("Nothing changed: the plan already says that.", status=422)
+        _replace_steps(plan, steps)
+        plan.revision += 1
+        plan.content_hash = new_hash
+        voided = _void_approvals(plan, f"superseded by revision {plan.revision}")
+        plan.status = Plan.Status.AWAITING_APPROVAL
+        plan.save(update_fields=["revision", "content_hash", "status", "updated_at"])
+        PlanRevision.objects.create(
+            plan=plan,
+            number=plan.revision,
+            content=plan_content(steps),
+            content_hash=new_hash,
+            author=actor,
+            planner=Plan.Planner.HUMAN,
+            reason=summary,
+        )
+        audit.record(
+            action="plan.edited",
+            actor=actor,
+            plan_id=plan.pk,
+            step_key=details.get("step", ""),
+            data={"revision": plan.revision, "content_hash": new_hash, "change": summary, "voided_approvals": voided, **details},
+        )
+    return plan
+
+
+def _find(steps: list[dict], key: str) -> dict:
+    for step in steps:
+        if step["key"] == key:
+            return step
+    raise ServiceError(f"This plan has no step {key!r}.", status=404)
+
+
+def step_update(*, plan_id: int, actor, revision: int, key: str, changes: dict) -> Plan:
+    unknown = set(changes) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise InvalidEdit([PlanIssue(key, field, "this field cannot be edited") for field in sorted(unknown)])
+
+    def change(steps):
+        step = _find(steps, key)
+        step.update(changes)
+        if "tool" in changes and "risk" in step:
+            del step["risk"]
+        return steps
+
+    fields = ", ".join(sorted(changes))
+    return _edit_plan(
+        plan_id=plan_id,
+        actor=actor,
+        revision=revision,
+        summary=f"Edited {key}: {fields}",
+        change=change,
+        details={"step": key, "fields": sorted(changes)},
+    )
+
+
+def _next_key(steps: list[dict]) -> str:
+    numbers = [int(step["key"][1:]) for step in steps if step["key"][:1] == "s" and step["key"][1:].isdigit()]
+    return f"s{max(numbers, default=0) + 1}"
+
+
+def step_add(*, plan_id: int, actor, revision: int, step: dict) -> Plan:
+    unknown = set(step) - set(EDITABLE_FIELDS) - {"key"}
+    if unknown:
+        raise InvalidEdit([PlanIssue(step.get("key"), field, "unknown step field") for field in sorted(unknown)])
+
+    def change(steps):
+        new = {"title": "", "tool": "", "args": {}, "depends_on": [], **step}
+        new["key"] = step.get("key") or _next_key(steps)
+        return steps + [new]
+
+    return _edit_plan(plan_id=plan_id, actor=actor, revision=revision, summary="Added a step", change=change, details={"added": True})
+
+
+def step_delete(*, plan_id: int, actor, revision: int, key: str) -> Plan:
+    def change(steps):
+        _find(steps, key)
+        dependents = [step["key"] for step in steps if key in step.get("depends_on", [])]
+        if dependents:
+            raise InvalidEdit([PlanIssue(key, "depends_on", f"{', '.join(dependents)} depend on {key}; remove that dependency first")])
+        return [step for step in steps if step["key"] != key]
+
+    return _edit_plan(
+        plan_id=plan_id, actor=actor, revision=revision, summary=f"Deleted {key}", change=change, details={"step": key, "deleted": True}
+    )
+
+
+def step_move(*, plan_id: int, actor, revision: int, key: str, direction: str) -> Plan:
+    if direction not in {"up", "down"}:
+        raise ServiceError("Move a step up or down.", status=422)
+
+    def change(steps):
+        index = steps.index(_find(steps, key))
+        target = index - 1 if direction == "up" else index + 1
+        if not 0 <= target < len(steps):
+            raise ServiceError(f"{key} is already the {'first' if direction == 'up' else 'last'} step.", status=422)
+        steps[index], steps[target] = steps[target], steps[index]
+        return steps
+
+    return _edit_plan(
+        plan_id=plan_id,
+        actor=actor,
+        revision=revision,
+        summary=f"Moved {key} {direction}",
+        change=change,
+        details={"step": key, "moved": direction},
+    )

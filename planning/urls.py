@@ -7,6 +7,13 @@ urlpatterns = [
     path("goals/", views.goal_create, name="goal_create"),
     path("plans/<int:plan_id>/", views.plan_detail, name="plan_detail"),
     path("plans/<int:plan_id>/retry/", views.plan_retry, name="plan_retry"),
+    path("plans/<int:plan_id>/decide/", views.plan_decide, name="plan_decide"),
+    path("plans/<int:plan_id>/revisions/", views.plan_revisions, name="plan_revisions"),
     path("plans/<int:plan_id>/playbook/", views.playbook_save, name="playbook_save"),
+    path("plans/<int:plan_id>/steps/new/", views.step_add, name="step_add"),
+    path("plans/<int:plan_id>/steps/<str:key>/", views.step_view, name="step_view"),
+    path("plans/<int:plan_id>/steps/<str:key>/edit/", views.step_edit, name="step_edit"),
+    path("plans/<int:plan_id>/steps/<str:key>/delete/", views.step_delete, name="step_delete"),
+    path("plans/<int:plan_id>/steps/<str:key>/move/", views.step_move, name="step_move"),
     path("playbooks/", views.playbook_list, name="playbook_list"),
 ]

@@ -1,17 +1,22 @@
+import json
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh, reswap, retarget
 from django_htmx.middleware import HtmxDetails
 
+from approvals.services import approval_blocker
+from approvals.services import plan_decide as plan_decide_service
 from planning import selectors, services
-from planning.forms import GoalForm, PlaybookForm, RetryForm
+from planning.forms import DecisionForm, GoalForm, PlaybookForm, RetryForm, StepForm
+from planning.graph import plan_graph
 from planning.models import Plan
 from planning.permissions import get_plan_for_user, user_can
-from planning.selectors import INBOX_GROUPS
+from planning.tools.registry import registry
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -19,14 +24,14 @@ class HtmxHttpRequest(HttpRequest):
 
 
 def _inbox_context(request, form=None) -> dict:
-    group = request.GET.get("group", "active")
-    group = group if group in INBOX_GROUPS else "active"
-    counts = selectors.inbox_counts()
+    tabs = selectors.inbox_tabs(request.user)
+    group = request.GET.get("group") or selectors.default_tab(request.user)
+    group = group if any(name == group for name, _, _ in tabs) else "recent"
     return {
         "form": form or GoalForm(),
         "group": group,
-        "groups": [(name, label, counts[name]) for name, (label, _) in INBOX_GROUPS.items()],
-        "page": selectors.inbox_page(group=group, page=request.GET.get("page", 1)),
+        "groups": tabs,
+        "page": selectors.inbox_page(user=request.user, group=group, page=request.GET.get("page", 1)),
     }
 
 
@@ -57,6 +62,61 @@ def goal_create(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "planning/inbox.html", _inbox_context(request, form=form), status=422)
 
 
+def _plan_context(request, plan: Plan, **extra) -> dict:
+    plan, steps = selectors.plan_with_steps(plan)
+    approvals = selectors.plan_approvals(plan)
+    authors = selectors.revision_author_ids(plan)
+    can_edit = user_can(request.user, "edit") and plan.is_editable
+    context = {
+        "plan": plan,
+        "steps": steps,
+        "issues": selectors.stored_plan_issues(steps),
+        "graph": plan_graph(steps),
+        "approvals": approvals,
+        "current_approvals": [a for a in approvals if a.voided_at is None],
+        "voided_approvals": [a for a in approvals if a.voided_at is not None and a.kind == "plan"],
+        "can_edit": can_edit,
+        "decision_blocker": approval_blocker(plan=plan, user=request.user, authors=authors),
+        "decision_form": DecisionForm(initial={"revision": plan.revision, "content_hash": plan.content_hash}),
+        "retry_form": RetryForm(),
+        "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
+        "can_save_playbook": user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES,
+        "show_decision": user_can(request.user, "approve"),
+    }
+    if can_edit:
+        context["add_form"] = _step_form(plan, steps, key=None)
+    context.update(extra)
+    return context
+
+
+def _step_form(plan: Plan, steps, *, key: str | None, data=None) -> StepForm:
+    others = [s.key for s in steps if s.key != key]
+    initial = {"revision": plan.revision, "args": "{}"}
+    if key is not None:
+        step = next(s for s in steps if s.key == key)
+        initial.update(
+            {
+                "title": step.title,
+                "description": step.description,
+                "tool": step.tool,
+                "args": json.dumps(step.args, indent=2, ensure_ascii=False),
+                "depends_on": step.depends_on,
+                "condition": step.condition,
+                "success_criteria": step.success_criteria,
+            }
+        )
+    return StepForm(data, initial=initial, tools=registry.names(), other_keys=others, prefix=f"step-{key or 'new'}")
+
+
+def _render_plan_body(request, plan: Plan, *, status: int = 200, **extra) -> HttpResponse:
+    return render(request, "planning/plan_detail.html#plan-body", _plan_context(request, plan, **extra), status=status)
+
+
+def _conflict(request, plan: Plan, message: str, status: int = 409) -> HttpResponse:
+    response = render(request, "planning/_plan_message.html", {"message": message, "kind": "conflict", "plan": plan}, status=status)
+    return retarget(reswap(response, "outerHTML"), "#plan-messages")
+
+
 @require_GET
 def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id)
@@ -65,15 +125,146 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         if plan.status != Plan.Status.PLANNING:
             return HttpResponseClientRefresh()
         return render(request, "planning/plan_detail.html#plan-status", {"plan": plan})
-    plan, steps = selectors.plan_with_steps(plan)
-    context = {
-        "plan": plan,
-        "steps": steps,
-        "retry_form": RetryForm(),
-        "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
-    }
-    context["can_save_playbook"] = user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES
-    return render(request, "planning/plan_detail.html", context)
+    return render(request, "planning/plan_detail.html", _plan_context(request, plan))
+
+
+def _apply_edit(request: HtmxHttpRequest, plan: Plan, perform, *, form=None, form_key: str | None = None) -> HttpResponse:
+    """Run an edit service and answer: the refreshed plan on success, the form with errors (422), or
+    the conflict message (409). Non-htmx requests get a redirect with a flash message."""
+    try:
+        plan = perform()
+    except services.InvalidEdit as invalid:
+        if form is not None:
+            for issue in invalid.issues:
+                field = issue.field.split(".")[0] if issue.field.split(".")[0] in form.fields else None
+                prefix = "" if field else (f"Step {issue.step_key}: " if issue.step_key and issue.step_key != form_key else "")
+                form.add_error(field, prefix + issue.message)
+        if not request.htmx:
+            messages.error(request, invalid.message)
+            return redirect("plan_detail", plan_id=plan.pk)
+        if form is None:
+            return _conflict(request, plan, invalid.message, status=422)
+        response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": form_key}, status=422)
+        return retarget(reswap(response, "outerHTML"), f"#step-{form_key or 'new'}")
+    except services.ServiceError as error:
+        if not request.htmx:
+            messages.error(request, error.message)
+            return redirect("plan_detail", plan_id=plan.pk)
+        return _conflict(request, plan, error.message, status=error.status)
+    if not request.htmx:
+        messages.success(request, f"Saved as revision {plan.revision}.")
+        return redirect("plan_detail", plan_id=plan.pk)
+    return _render_plan_body(request, plan, flash=f"Saved as revision {plan.revision}. Earlier approvals no longer apply.")
+
+
+@require_http_methods(["GET", "POST"])
+def step_edit(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    steps = list(plan.steps.all())
+    if not any(s.key == key for s in steps):
+        raise Http404("No such step.")
+    if request.method == "GET":
+        return render(request, "planning/_step_form.html", {"plan": plan, "form": _step_form(plan, steps, key=key), "key": key})
+    form = _step_form(plan, steps, key=key, data=request.POST)
+    if not form.is_valid():
+        return render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": key}, status=422)
+    revision = form.cleaned_data["revision"]
+    return _apply_edit(
+        request,
+        plan,
+        lambda: services.step_update(plan_id=plan.pk, actor=request.user, revision=revision, key=key, changes=form.changes()),
+        form=form,
+        form_key=key,
+    )
+
+
+@require_GET
+def step_view(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    """The read-only card again (Cancel in the edit form)."""
+    plan = get_plan_for_user(request.user, plan_id)
+    context = _plan_context(request, plan)
+    step = next((s for s in context["steps"] if s.key == key), None)
+    if step is None:
+        raise Http404("No such step.")
+    return render(request, "planning/_step.html", {**context, "step": step})
+
+
+@require_POST
+def step_add(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    form = _step_form(plan, list(plan.steps.all()), key=None, data=request.POST)
+    if not form.is_valid():
+        response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": None}, status=422)
+        return retarget(reswap(response, "outerHTML"), "#step-new") if request.htmx else response
+    revision = form.cleaned_data["revision"]
+    return _apply_edit(
+        request, plan, lambda: services.step_add(plan_id=plan.pk, actor=request.user, revision=revision, step=form.changes()), form=form
+    )
+
+
+def _revision_from(request) -> int:
+    try:
+        return int(request.POST.get("revision", ""))
+    except ValueError:
+        return -1
+
+
+@require_POST
+def step_delete(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    revision = _revision_from(request)
+    return _apply_edit(request, plan, lambda: services.step_delete(plan_id=plan.pk, actor=request.user, revision=revision, key=key))
+
+
+@require_POST
+def step_move(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    revision, direction = _revision_from(request), request.POST.get("direction", "")
+    return _apply_edit(
+        request, plan, lambda: services.step_move(plan_id=plan.pk, actor=request.user, revision=revision, key=key, direction=direction)
+    )
+
+
+@require_POST
+def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="approve")
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return (
+            _conflict(request, plan, "Choose approve, reject or request changes.", status=422)
+            if request.htmx
+            else redirect("plan_detail", plan_id=plan.pk)
+        )
+    data = form.cleaned_data
+    try:
+        approval = plan_decide_service(
+            plan_id=plan.pk,
+            actor=request.user,
+            revision=data["revision"],
+            content_hash=data["content_hash"],
+            decision=data["decision"],
+            comment=data["comment"],
+        )
+    except services.ServiceError as error:
+        if not request.htmx:
+            messages.error(request, error.message)
+            return redirect("plan_detail", plan_id=plan.pk)
+        return _conflict(request, plan, error.message, status=error.status)
+    text = f"You {approval.get_decision_display().lower()} revision {approval.revision}."
+    if not request.htmx:
+        messages.success(request, text)
+        return redirect("plan_detail", plan_id=plan.pk)
+    plan.refresh_from_db()
+    return _render_plan_body(request, plan, flash=text)
+
+
+@require_GET
+def plan_revisions(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id)
+    revisions = list(plan.revisions.select_related("author"))
+    numbers = [r.number for r in revisions]
+    compare = selectors.revision_pair(plan, revisions, request.GET.get("a"), request.GET.get("b"), request.GET.get("view"))
+    return render(request, "planning/revisions.html", {"plan": plan, "revisions": revisions, "numbers": numbers, **compare})
 
 
 @require_POST

@@ -1,0 +1,67 @@
+"""Countersigning: decisions bound to the exact revision hash on screen, under the four-eyes rule."""
+
+from django.db import transaction
+
+from approvals import audit
+from approvals.models import Approval
+from approvals.policy import four_eyes_violation
+from planning.models import Plan, PlanRevision
+from planning.permissions import user_can
+from planning.services import ServiceError, StaleRevision
+
+DECISION_ACTIONS = {
+    Approval.Decision.APPROVED: "plan.approved",
+    Approval.Decision.REJECTED: "plan.rejected",
+    Approval.Decision.CHANGES_REQUESTED: "plan.changes_requested",
+}
+
+
+def revision_authors(plan: Plan) -> set[int]:
+    return set(PlanRevision.objects.filter(plan=plan, author__isnull=False).values_list("author_id", flat=True))
+
+
+def approval_blocker(*, plan: Plan, user, authors: set[int] | None = None) -> str | None:
+    """Why `user` cannot decide on `plan` now, or None when they can."""
+    if not user_can(user, "approve"):
+        return "Only approvers can countersign plans."
+    if plan.status != Plan.Status.AWAITING_APPROVAL:
+        return f"The plan is {plan.get_status_display().lower()}, not awaiting approval."
+    return four_eyes_violation(
+        approver=user, author_ids=revision_authors(plan) if authors is None else authors, requester_id=plan.goal.requester_id
+    )
+
+
+def plan_decide(*, plan_id: int, actor, revision: int, content_hash: str | None, decision: str, comment: str = "") -> Approval:
+    if decision not in DECISION_ACTIONS:
+        raise ServiceError("Decide approved, rejected or changes_requested.", status=422)
+    comment = (comment or "").strip()
+    if decision != Approval.Decision.APPROVED and not comment:
+        raise ServiceError("Say why in a comment, so the operator knows what to change.", status=422)
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
+        if revision != plan.revision or (content_hash is not None and content_hash != plan.content_hash):
+            raise StaleRevision(plan.revision)
+        blocker = approval_blocker(plan=plan, user=actor)
+        if blocker:
+            raise ServiceError(blocker, status=403 if "approvers" in blocker or "Four-eyes" in blocker else 409)
+        approval = Approval.objects.create(
+            plan=plan,
+            kind=Approval.Kind.PLAN,
+            decision=decision,
+            comment=comment[:5000],
+            approver=actor,
+            revision=plan.revision,
+            content_hash=plan.content_hash,
+        )
+        if decision == Approval.Decision.APPROVED:
+            plan.status = Plan.Status.APPROVED
+        elif decision == Approval.Decision.REJECTED:
+            plan.status = Plan.Status.REJECTED
+        plan.save(update_fields=["status", "updated_at"])
+        audit.record(
+            action=DECISION_ACTIONS[decision],
+            actor=actor,
+            plan_id=plan.pk,
+            data={"revision": plan.revision, "content_hash": plan.content_hash, "comment": comment[:5000]},
+        )
+    return approval
