@@ -141,3 +141,105 @@ def create_goal(request, payload: GoalIn):
 @router.get("/plans/{plan_id}", response={200: PlanOut, 403: Error, 404: Error}, summary="A plan with its steps and approvals")
 def get_plan(request, plan_id: int):
     return plan_out(get_plan_for_user(request.user, plan_id))
+
+
+class StepIn(Schema):
+    revision: int
+    key: str | None = None
+    title: str
+    description: str = ""
+    tool: str
+    args: dict[str, Any] = {}
+    depends_on: list[str] = []
+    condition: str = ""
+    success_criteria: str = ""
+
+
+class StepPatch(Schema):
+    revision: int
+    title: str | None = None
+    description: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+    depends_on: list[str] | None = None
+    condition: str | None = None
+    success_criteria: str | None = None
+
+
+class DecisionIn(Schema):
+    revision: int
+    content_hash: str | None = None
+    comment: str = ""
+
+
+def _edit_error(error: services.ServiceError):
+    body: dict[str, Any] = {"detail": error.message}
+    if isinstance(error, services.InvalidEdit):
+        body["issues"] = [issue.as_dict() for issue in error.issues]
+    if isinstance(error, services.StaleRevision):
+        body["current_revision"] = error.current
+    return Status(error.status, body)
+
+
+def _edited(request, plan_id: int, perform):
+    get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        plan = perform()
+    except services.ServiceError as error:
+        return _edit_error(error)
+    return plan_out(Plan.objects.select_related("goal", "goal__requester").get(pk=plan.pk))
+
+
+class EditError(Schema):
+    detail: Any
+    issues: list[dict[str, Any]] | None = None
+    current_revision: int | None = None
+
+
+EDIT_RESPONSES = {200: PlanOut, 201: PlanOut, 403: Error, 404: Error, 409: EditError, 422: EditError}
+
+
+@router.post("/plans/{plan_id}/steps", response=EDIT_RESPONSES, summary="Add a step (makes a new revision)")
+def add_step(request, plan_id: int, payload: StepIn):
+    fields = payload.dict(exclude={"revision"})
+    if not fields.get("key"):
+        fields.pop("key")
+    result = _edited(request, plan_id, lambda: services.step_add(plan_id=plan_id, actor=request.user, revision=payload.revision, step=fields))
+    return Status(201, result) if isinstance(result, dict) else result
+
+
+@router.patch("/plans/{plan_id}/steps/{key}", response=EDIT_RESPONSES, summary="Change a step's fields (makes a new revision)")
+def update_step(request, plan_id: int, key: str, payload: StepPatch):
+    changes = payload.dict(exclude={"revision"}, exclude_unset=True)
+    return _edited(request, plan_id, lambda: services.step_update(plan_id=plan_id, actor=request.user, revision=payload.revision, key=key, changes=changes))
+
+
+@router.delete("/plans/{plan_id}/steps/{key}", response=EDIT_RESPONSES, summary="Delete a step (makes a new revision)")
+def delete_step(request, plan_id: int, key: str, revision: int):
+    return _edited(request, plan_id, lambda: services.step_delete(plan_id=plan_id, actor=request.user, revision=revision, key=key))
+
+
+def _decide(request, plan_id: int, payload: DecisionIn, decision: str):
+    from approvals.services import plan_decide
+
+    get_plan_for_user(request.user, plan_id, need="approve")
+    try:
+        plan_decide(plan_id=plan_id, actor=request.user, revision=payload.revision, content_hash=payload.content_hash, decision=decision, comment=payload.comment)
+    except services.ServiceError as error:
+        return _edit_error(error)
+    return plan_out(Plan.objects.select_related("goal", "goal__requester").get(pk=plan_id))
+
+
+@router.post("/plans/{plan_id}/approve", response=EDIT_RESPONSES, summary="Countersign the plan at this revision")
+def approve_plan(request, plan_id: int, payload: DecisionIn):
+    return _decide(request, plan_id, payload, "approved")
+
+
+@router.post("/plans/{plan_id}/reject", response=EDIT_RESPONSES, summary="Reject the plan at this revision (comment required)")
+def reject_plan(request, plan_id: int, payload: DecisionIn):
+    return _decide(request, plan_id, payload, "rejected")
+
+
+@router.post("/plans/{plan_id}/request-changes", response=EDIT_RESPONSES, summary="Ask the operator for changes (comment required)")
+def request_changes(request, plan_id: int, payload: DecisionIn):
+    return _decide(request, plan_id, payload, "changes_requested")

@@ -125,8 +125,23 @@ def test_planner_and_goal_text_render_inert(alice_client, alice, text):
     page = alice_client.get(reverse("plan_detail", args=[plan.pk])).content.decode()
     assert text not in page
     assert "&lt;script&gt;" in page or "&lt;img" in page
-    inbox = alice_client.get(reverse("inbox") + "?group=all").content.decode()
+    inbox = alice_client.get(reverse("inbox") + "?group=recent").content.decode()
     assert text not in inbox
+
+
+def test_awaiting_my_approval_leaves_out_goals_i_requested_or_plans_i_edited(client, alice, bob, dave):
+    from django.contrib.auth.models import Group
+
+    bob.groups.add(Group.objects.get(name="operator"))
+    theirs = Plan.objects.create(goal=Goal.objects.create(text="their goal", requester=alice), status=Plan.Status.AWAITING_APPROVAL)
+    Plan.objects.create(goal=Goal.objects.create(text="bob's own goal", requester=bob), status=Plan.Status.AWAITING_APPROVAL)
+    edited = Plan.objects.create(goal=Goal.objects.create(text="goal bob edited", requester=dave), status=Plan.Status.AWAITING_APPROVAL)
+    edited.revisions.create(number=1, content=[], content_hash="x", author=bob, planner="human")
+    client.force_login(bob)
+    page = client.get(reverse("inbox")).content.decode()
+    assert 'Awaiting my approval <span class="count">1</span>' in page
+    assert "their goal" in page and "bob&#x27;s own goal" not in page and "goal bob edited" not in page
+    assert theirs.pk
 
 
 def test_inbox_query_count_does_not_grow_with_plans(alice_client, alice, django_assert_max_num_queries):
@@ -134,13 +149,13 @@ def test_inbox_query_count_does_not_grow_with_plans(alice_client, alice, django_
         goal = Goal.objects.create(text=f"Goal {index}", requester=alice)
         Plan.objects.create(goal=goal, status=Plan.Status.AWAITING_APPROVAL)
     with django_assert_max_num_queries(12):
-        page = alice_client.get(reverse("inbox") + "?group=all")
+        page = alice_client.get(reverse("inbox") + "?group=recent")
     assert "Page 1 of 2" in page.content.decode()
 
 
 def test_inbox_filters_by_status_with_counts(alice_client, alice):
     for status in [Plan.Status.AWAITING_APPROVAL, Plan.Status.AWAITING_APPROVAL, Plan.Status.PLANNING_FAILED]:
         Plan.objects.create(goal=Goal.objects.create(text=f"goal {status}", requester=alice), status=status)
-    page = alice_client.get(reverse("inbox") + "?group=failed").content.decode()
+    page = alice_client.get(reverse("inbox") + "?group=attention").content.decode()
     assert "goal planning_failed" in page and "goal awaiting_approval" not in page
     assert 'Awaiting approval <span class="count">2</span>' in page
