@@ -204,14 +204,20 @@ def add_step(request, plan_id: int, payload: StepIn):
     fields = payload.dict(exclude={"revision"})
     if not fields.get("key"):
         fields.pop("key")
-    result = _edited(request, plan_id, lambda: services.step_add(plan_id=plan_id, actor=request.user, revision=payload.revision, step=fields))
+    result = _edited(
+        request, plan_id, lambda: services.step_add(plan_id=plan_id, actor=request.user, revision=payload.revision, step=fields)
+    )
     return Status(201, result) if isinstance(result, dict) else result
 
 
 @router.patch("/plans/{plan_id}/steps/{key}", response=EDIT_RESPONSES, summary="Change a step's fields (makes a new revision)")
 def update_step(request, plan_id: int, key: str, payload: StepPatch):
     changes = payload.dict(exclude={"revision"}, exclude_unset=True)
-    return _edited(request, plan_id, lambda: services.step_update(plan_id=plan_id, actor=request.user, revision=payload.revision, key=key, changes=changes))
+    return _edited(
+        request,
+        plan_id,
+        lambda: services.step_update(plan_id=plan_id, actor=request.user, revision=payload.revision, key=key, changes=changes),
+    )
 
 
 @router.delete("/plans/{plan_id}/steps/{key}", response=EDIT_RESPONSES, summary="Delete a step (makes a new revision)")
@@ -224,7 +230,14 @@ def _decide(request, plan_id: int, payload: DecisionIn, decision: str):
 
     get_plan_for_user(request.user, plan_id, need="approve")
     try:
-        plan_decide(plan_id=plan_id, actor=request.user, revision=payload.revision, content_hash=payload.content_hash, decision=decision, comment=payload.comment)
+        plan_decide(
+            plan_id=plan_id,
+            actor=request.user,
+            revision=payload.revision,
+            content_hash=payload.content_hash,
+            decision=decision,
+            comment=payload.comment,
+        )
     except services.ServiceError as error:
         return _edit_error(error)
     return plan_out(Plan.objects.select_related("goal", "goal__requester").get(pk=plan_id))

@@ -42,4 +42,4 @@ class PlanConsumer(AsyncWebsocketConsumer):
             plan = get_plan_for_user(user, self.plan_id)
         except (PermissionDenied, Http404):
             return None
-        return render_to_string("planning/_plan_live.html", {"plan": plan})
+        return render_to_string("planning/_plan_live.html", {"plan": plan, "oob": True})

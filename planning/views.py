@@ -164,6 +164,10 @@ def step_edit(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
     if not any(s.key == key for s in steps):
         raise Http404("No such step.")
     if request.method == "GET":
+        # The Edit button sends the revision its page shows: a stale tab hears about it before typing.
+        shown = request.GET.get("revision")
+        if shown is not None and shown != str(plan.revision):
+            return _conflict(request, plan, services.StaleRevision(plan.revision).message)
         return render(request, "planning/_step_form.html", {"plan": plan, "form": _step_form(plan, steps, key=key), "key": key})
     form = _step_form(plan, steps, key=key, data=request.POST)
     if not form.is_valid():
