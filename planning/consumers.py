@@ -2,13 +2,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.template.loader import render_to_string
 
+from planning.live import render_live
 from planning.permissions import get_plan_for_user
-
-
-def plan_group(plan_id: int) -> str:
-    return f"plan-{plan_id}"
+from planning.progress import plan_group
 
 
 class PlanConsumer(AsyncWebsocketConsumer):
@@ -17,13 +14,14 @@ class PlanConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         self.plan_id = self.scope["url_route"]["kwargs"]["plan_id"]
-        fragment = await self._current_state(self.scope.get("user"))
+        self.user = self.scope.get("user")
+        fragment = await self._render(everything=True)
         if fragment is None:
             await self.close(code=4403)
             return
         await self.channel_layer.group_add(plan_group(self.plan_id), self.channel_name)
         await self.accept()
-        # On (re)connect the page gets the current state, so nothing missed while offline stays stale.
+        # On (re)connect the page gets the whole current state, so nothing missed while offline stays stale.
         await self.send(text_data=fragment)
 
     async def disconnect(self, code):
@@ -34,12 +32,16 @@ class PlanConsumer(AsyncWebsocketConsumer):
         return
 
     async def plan_changed(self, event):
-        await self.send(text_data=event["html"])
+        fragment = await self._render(
+            steps=event.get("steps", []), everything=event.get("all", False), log=event.get("log"), at=event.get("at")
+        )
+        if fragment:
+            await self.send(text_data=fragment)
 
     @database_sync_to_async
-    def _current_state(self, user) -> str | None:
+    def _render(self, *, steps=(), everything=False, log=None, at=None) -> str | None:
         try:
-            plan = get_plan_for_user(user, self.plan_id)
+            plan = get_plan_for_user(self.user, self.plan_id)
         except (PermissionDenied, Http404):
             return None
-        return render_to_string("planning/_plan_live.html", {"plan": plan, "oob": True})
+        return render_live(plan, self.user, step_keys=None if everything else steps, log=log, at=at)

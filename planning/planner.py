@@ -100,12 +100,39 @@ def parse_answer(content: str) -> Any:
     raise ValueError("the answer is not a JSON object")
 
 
+def _system_prompt() -> str:
+    return SYSTEM_PROMPT.replace("{catalogue}", json.dumps(tool_catalogue(), indent=1))
+
+
 def draft_with_llm(goal_text: str) -> Draft:
+    messages = [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": f"Goal: {goal_text}"}]
+    return _llm_rounds(messages)
+
+
+def draft_replan(goal_text: str, *, kept: list[dict], outputs: dict, failures: list[dict], remaining: list[dict]) -> Draft:
+    """Ask the LLM for steps that finish the goal after a failure. Completed steps are kept as they are
+    (their outputs stay available to templates); the answer holds only the new steps."""
+    context = {
+        "completed_steps": [{**step, "output": outputs.get(step["key"])} for step in kept],
+        "failed_steps": failures,
+        "steps_not_done": remaining,
+    }
     messages = [
-        {"role": "system", "content": SYSTEM_PROMPT.replace("{catalogue}", json.dumps(tool_catalogue(), indent=1))},
-        {"role": "user", "content": f"Goal: {goal_text}"},
+        {"role": "system", "content": _system_prompt()},
+        {
+            "role": "user",
+            "content": f"Goal: {goal_text}\n\nThe plan ran and a step failed for good. State so far (JSON):\n"
+            + json.dumps(context, ensure_ascii=False, default=str)[:30_000]
+            + '\n\nPropose ONLY the steps still needed, as {"steps": [...]}. Use keys that are not used by completed steps; '
+            "new steps may depend on completed steps and use their outputs. Avoid repeating what failed unchanged.",
+        },
     ]
-    draft = Draft(steps=[], planner=Plan.Planner.LLM, source="", model=settings.COUNTERSIGN_PLANNER_MODEL)
+    return _llm_rounds(messages, keep=kept, planner_name=Plan.Planner.REPLAN)
+
+
+def _llm_rounds(messages: list[dict], *, keep: list[dict] | None = None, planner_name: str = Plan.Planner.LLM) -> Draft:
+    keep = keep or []
+    draft = Draft(steps=[], planner=planner_name, source="", model=settings.COUNTERSIGN_PLANNER_MODEL)
     rounds = 1 + max(0, settings.COUNTERSIGN_REPAIR_ROUNDS)
     problems: list[str] = []
     for attempt in range(rounds):
@@ -113,13 +140,18 @@ def draft_with_llm(goal_text: str) -> Draft:
             completion = llm.chat(messages, response_format=response_format())
         except llm.LLMError as error:
             raise PlanningFailed(str(error)) from error
-        draft.model = completion.model
-        draft.source = completion.model
+        draft.model = draft.source = completion.model
         draft.tokens_in += completion.tokens_in
         draft.tokens_out += completion.tokens_out
         draft.latency_ms += completion.latency_ms
         try:
-            draft.steps = validate_plan(parse_answer(completion.content))
+            answer = parse_answer(completion.content)
+            if keep:
+                new = answer.get("steps") if isinstance(answer, dict) else None
+                answer = {
+                    "steps": [{k: v for k, v in step.items() if k != "risk"} for step in keep] + (new if isinstance(new, list) else [new])
+                }
+            draft.steps = validate_plan(answer)
             draft.repairs = attempt
             return draft
         except PlanInvalid as invalid:

@@ -95,5 +95,21 @@ def revision_pair(plan: Plan, revisions: list[PlanRevision], a, b, view) -> dict
     return {"left": left, "right": right, "changes": diff_contents(left.content, right.content), "view": view or ""}
 
 
+def plan_events(plan: Plan, limit: int = 40):
+    from approvals.models import AuditEvent
+
+    return list(AuditEvent.objects.filter(plan_id=plan.pk).order_by("-seq")[:limit])
+
+
+def waiting_gates():
+    from planning.models import Step
+
+    return (
+        Step.objects.filter(status=Step.Status.WAITING_APPROVAL, plan__status=Plan.Status.RUNNING)
+        .select_related("plan", "plan__goal")
+        .order_by("queued_at", "id")
+    )
+
+
 def playbooks():
     return Playbook.objects.select_related("created_by").order_by("name")

@@ -183,9 +183,41 @@ def _void_approvals(plan: Plan, reason: str) -> int:
 
 
 def _replace_steps(plan: Plan, steps: list[dict]) -> None:
-    # Editing is only allowed before execution, so the rows carry no run state worth keeping.
-    plan.steps.all().delete()
-    Step.objects.bulk_create([Step(plan=plan, position=index, **step) for index, step in enumerate(steps)])
+    """Store the new step list. A step that already succeeded (before a replan) and is unchanged keeps
+    its row, status and output, so it is not run again; every other step starts fresh."""
+    existing = {step.key: step for step in plan.steps.all()}
+    keep = []
+    for index, content in enumerate(steps):
+        row = existing.get(content["key"])
+        if row is not None and row.status == Step.Status.SUCCEEDED and row.content() == content:
+            row.position = index
+            keep.append(row)
+    plan.steps.exclude(pk__in=[row.pk for row in keep]).delete()
+    Step.objects.bulk_update(keep, ["position"])
+    kept_keys = {row.key for row in keep}
+    Step.objects.bulk_create([Step(plan=plan, position=index, **step) for index, step in enumerate(steps) if step["key"] not in kept_keys])
+
+
+def write_revision(plan: Plan, steps: list[dict], *, author, planner: str, reason: str) -> int:
+    """Store validated steps as the plan's next revision; void approvals; back to awaiting approval.
+    The caller holds the plan's row lock and records the audit event. Returns the voided approvals."""
+    new_hash = content_hash_of(steps)
+    _replace_steps(plan, steps)
+    plan.revision += 1
+    plan.content_hash = new_hash
+    voided = _void_approvals(plan, f"superseded by revision {plan.revision}")
+    plan.status = Plan.Status.AWAITING_APPROVAL
+    plan.save()
+    PlanRevision.objects.create(
+        plan=plan,
+        number=plan.revision,
+        content=plan_content(steps),
+        content_hash=new_hash,
+        author=author,
+        planner=planner,
+        reason=reason[:300],
+    )
+    return voided
 
 
 def _edit_plan(*, plan_id: int, actor, revision: int, summary: str, change: Callable[[list[dict]], list[dict]], details: dict) -> Plan:

@@ -11,9 +11,10 @@ from django_htmx.middleware import HtmxDetails
 
 from approvals.services import approval_blocker
 from approvals.services import plan_decide as plan_decide_service
-from planning import selectors, services
+from planning import executor, selectors, services
 from planning.forms import DecisionForm, GoalForm, PlaybookForm, RetryForm, StepForm
 from planning.graph import plan_graph
+from planning.live import progress_of, step_controls
 from planning.models import Plan
 from planning.permissions import get_plan_for_user, user_can
 from planning.tools.registry import registry
@@ -82,6 +83,9 @@ def _plan_context(request, plan: Plan, **extra) -> dict:
         "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
         "can_save_playbook": user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES,
         "show_decision": user_can(request.user, "approve"),
+        "progress": progress_of(steps),
+        "events": selectors.plan_events(plan),
+        **step_controls(plan, request.user, authors),
     }
     if can_edit:
         context["add_form"] = _step_form(plan, steps, key=None)
@@ -260,6 +264,68 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         return redirect("plan_detail", plan_id=plan.pk)
     plan.refresh_from_db()
     return _render_plan_body(request, plan, flash=text)
+
+
+def _run_action(request: HtmxHttpRequest, plan: Plan, perform, done: str) -> HttpResponse:
+    try:
+        perform()
+    except services.ServiceError as error:
+        if not request.htmx:
+            messages.error(request, error.message)
+            return redirect("plan_detail", plan_id=plan.pk)
+        return _conflict(request, plan, error.message, status=error.status)
+    if not request.htmx:
+        messages.success(request, done)
+        return redirect("plan_detail", plan_id=plan.pk)
+    plan.refresh_from_db()
+    return _render_plan_body(request, plan, flash=done)
+
+
+@require_POST
+def plan_run(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="run")
+    return _run_action(request, plan, lambda: executor.plan_run(plan_id=plan.pk, actor=request.user), "Run started.")
+
+
+@require_POST
+def plan_cancel(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="run")
+    return _run_action(request, plan, lambda: executor.plan_cancel(plan_id=plan.pk, actor=request.user), "Run cancelled.")
+
+
+def _step_action(request: HtmxHttpRequest, plan: Plan, perform) -> HttpResponse:
+    """Gate decisions and interrupted-step choices: the live channel redraws the step, so an htmx
+    request only needs an empty success or the message."""
+    try:
+        perform()
+    except services.ServiceError as error:
+        if not request.htmx:
+            messages.error(request, error.message)
+            return redirect("plan_detail", plan_id=plan.pk)
+        return _conflict(request, plan, error.message, status=error.status)
+    if not request.htmx:
+        return redirect("plan_detail", plan_id=plan.pk)
+    return HttpResponse(status=204)
+
+
+@require_POST
+def gate_decide(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="approve")
+    approve = request.POST.get("approve") == "yes"
+    gate_hash = request.POST.get("gate_hash") or None
+    comment = request.POST.get("comment", "")[:5000]
+    return _step_action(
+        request,
+        plan,
+        lambda: executor.gate_decide(plan_id=plan.pk, key=key, actor=request.user, approve=approve, comment=comment, gate_hash=gate_hash),
+    )
+
+
+@require_POST
+def step_resolve(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="run")
+    retry = request.POST.get("action") == "retry"
+    return _step_action(request, plan, lambda: executor.interrupted_resolve(plan_id=plan.pk, key=key, actor=request.user, retry=retry))
 
 
 @require_GET

@@ -161,7 +161,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULE: dict = {}
+
 
 CHANNEL_LAYERS = {
     "default": {
@@ -190,4 +190,16 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+}
+
+# --- Execution
+COUNTERSIGN_MAX_ATTEMPTS = env_int("COUNTERSIGN_MAX_ATTEMPTS", 3)
+COUNTERSIGN_RETRY_BACKOFF_S = env_float("COUNTERSIGN_RETRY_BACKOFF_S", 1.0)
+COUNTERSIGN_MAX_REPLANS = env_int("COUNTERSIGN_MAX_REPLANS", 2)
+COUNTERSIGN_DEADLINE_GRACE_S = env_int("COUNTERSIGN_DEADLINE_GRACE_S", 30)
+COUNTERSIGN_RECONCILE_EVERY_S = env_int("COUNTERSIGN_RECONCILE_EVERY_S", 30)
+# Extra modules that register tools at start-up (e.g. an organisation's own tools); comma-separated.
+COUNTERSIGN_TOOL_MODULES = env_list("COUNTERSIGN_TOOL_MODULES")
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-stuck-steps": {"task": "planning.tasks.reconcile_task", "schedule": float(COUNTERSIGN_RECONCILE_EVERY_S)},
 }

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
+import tests.tools  # noqa: F401  (registers the test-only tools in this process too)
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,7 +150,15 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
     # Tasks queued by earlier runs or tests name rows that no longer exist; start from an empty queue.
     app.control.purge()
     with django_db_blocker.unblock():
-        env = subprocess_env(OPENAI_BASE_URL=fake_openai_server.base_url, OPENAI_API_KEY="sk-test", OPENAI_MAX_RETRIES="0")
+        env = subprocess_env(
+            OPENAI_BASE_URL=fake_openai_server.base_url,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_MAX_RETRIES="0",
+            COUNTERSIGN_TOOL_MODULES="tests.tools",
+            COUNTERSIGN_MAX_ATTEMPTS="2",
+            COUNTERSIGN_RETRY_BACKOFF_S="0.2",
+            EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend",
+        )
     hostname = f"test-worker-{os.getpid()}@%h"
     process = subprocess.Popen(
         [
@@ -214,6 +223,16 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
         raise RuntimeError(f"{error}\n{log.read_text()}") from None
     yield f"http://127.0.0.1:{port}"
     stop_process(process)
+
+
+def run_async(coroutine):
+    """Run a coroutine to completion on a fresh event loop in its own thread (the browser tests keep an
+    event loop attached to the main thread, where asyncio.run would refuse to start)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def wait_until(predicate, *, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):

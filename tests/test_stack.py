@@ -9,7 +9,7 @@ from django.test import Client
 from websockets.exceptions import InvalidStatus
 
 from planning.models import Goal, Plan
-from tests.conftest import make_user, wait_until
+from tests.conftest import make_user, run_async, wait_until
 
 
 def test_a_submitted_goal_round_trips_through_a_real_celery_worker(celery_worker):
@@ -68,27 +68,27 @@ def _session_cookie(user) -> str:
 
 def test_an_anonymous_websocket_is_refused(asgi_server, plan_on_server):
     with pytest.raises(InvalidStatus) as refused:
-        asyncio.run(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin=asgi_server))
+        run_async(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin=asgi_server))
     assert refused.value.response.status_code == 403
 
 
 def test_a_user_without_view_permission_cannot_subscribe(asgi_server, plan_on_server):
     cookie = _session_cookie(make_user("nobody", None))
     with pytest.raises(InvalidStatus):
-        asyncio.run(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin=asgi_server, additional_headers={"Cookie": cookie}))
+        run_async(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin=asgi_server, additional_headers={"Cookie": cookie}))
 
 
 def test_a_cross_origin_websocket_is_refused_even_with_a_session(asgi_server, plan_on_server):
     cookie = _session_cookie(plan_on_server.goal.requester)
     with pytest.raises(InvalidStatus):
-        asyncio.run(
+        run_async(
             _handshake(_ws_url(asgi_server, plan_on_server.pk), origin="http://evil.example", additional_headers={"Cookie": cookie})
         )
 
 
 def test_a_viewer_who_connects_gets_the_current_state(asgi_server, plan_on_server):
     cookie = _session_cookie(make_user("carol", "auditor"))
-    fragment = asyncio.run(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin=asgi_server, additional_headers={"Cookie": cookie}))
+    fragment = run_async(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin=asgi_server, additional_headers={"Cookie": cookie}))
     assert 'id="plan-live"' in fragment and "Awaiting approval" in fragment and "revision 1" in fragment
 
 

@@ -13,3 +13,11 @@ def pretty_json(value) -> str:
 @register.filter
 def get_issues(issues: dict, key: str) -> list:
     return issues.get(key, [])
+
+
+@register.filter
+def duration(step) -> str:
+    if not (step.started_at and step.finished_at):
+        return ""
+    seconds = (step.finished_at - step.started_at).total_seconds()
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"

@@ -1,0 +1,115 @@
+"""What happens after a run ends: a replan proposal when a step failed for good, and the final answer."""
+
+import json
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+from approvals import audit
+from planning import llm, planner, progress
+from planning.diff import diff_contents
+from planning.models import Plan, Step, plan_content
+from planning.services import write_revision
+from planning.validation import PlanInvalid, validate_plan
+
+log = logging.getLogger(__name__)
+
+
+def _retry_proposal(remaining: list[Step]) -> list[dict]:
+    return [{k: v for k, v in step.content().items() if k != "risk"} for step in remaining]
+
+
+def replan(plan_id: int) -> Plan:
+    """Propose a new revision for the work that is left, keeping completed steps and their outputs.
+    It needs approval again before it runs."""
+    plan = Plan.objects.select_related("goal").get(pk=plan_id)
+    if plan.status != Plan.Status.FAILED or plan.replan_count >= settings.COUNTERSIGN_MAX_REPLANS:
+        return plan
+    steps = list(plan.steps.all())
+    kept = [s for s in steps if s.status == Step.Status.SUCCEEDED]
+    remaining = [s for s in steps if s.status != Step.Status.SUCCEEDED]
+    failures = [{"key": s.key, "tool": s.tool, "error": s.error} for s in steps if s.status == Step.Status.FAILED]
+    source, draft = "retry of the remaining steps", None
+    if llm.is_configured():
+        try:
+            draft = planner.draft_replan(
+                plan.goal.text,
+                kept=plan_content(kept),
+                outputs={s.key: s.output for s in kept},
+                failures=failures,
+                remaining=plan_content(remaining),
+            )
+            source = f"replan by {draft.model}"
+        except planner.PlanningFailed as failure:
+            source = f"retry of the remaining steps (the LLM replan failed: {failure})"
+    try:
+        new_steps = draft.steps if draft else validate_plan({"steps": plan_content(kept) + _retry_proposal(remaining)})
+    except PlanInvalid as invalid:
+        log.warning("Replan of plan %s is invalid: %s", plan_id, invalid)
+        return plan
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        if plan.status != Plan.Status.FAILED:
+            return plan
+        before = plan_content(plan.steps.all())
+        plan.replan_count += 1
+        voided = write_revision(
+            plan, new_steps, author=None, planner=Plan.Planner.REPLAN, reason=f"Replan {plan.replan_count}: {source}"[:300]
+        )
+        plan.planner_source = source[:200]
+        if draft:
+            plan.tokens_in += draft.tokens_in
+            plan.tokens_out += draft.tokens_out
+        plan.save(update_fields=["planner_source", "tokens_in", "tokens_out", "replan_count", "updated_at"])
+        changes = diff_contents(before, plan_content(new_steps))
+        audit.record(
+            action="plan.replan_proposed",
+            plan_id=plan.pk,
+            data={
+                "revision": plan.revision,
+                "content_hash": plan.content_hash,
+                "source": source,
+                "failures": failures,
+                "changes": len(changes),
+                "voided_approvals": voided,
+            },
+        )
+        progress.announce(plan.pk, all_steps=True, log=f"Replan proposed as revision {plan.revision}; it needs approval before it runs.")
+    return plan
+
+
+def _summary(steps: list[Step]) -> str:
+    lines = []
+    for step in steps:
+        if step.status == Step.Status.SUCCEEDED:
+            output = step.output if isinstance(step.output, str) else json.dumps(step.output, ensure_ascii=False, default=str)
+            lines.append(f"{step.key} {step.title}: {output[:300]}")
+        else:
+            lines.append(
+                f"{step.key} {step.title}: {step.get_status_display().lower()}"
+                + (f" ({step.note or step.error})" if step.note or step.error else "")
+            )
+    return "\n".join(lines)
+
+
+def compose_answer(plan_id: int) -> Plan:
+    plan = Plan.objects.select_related("goal").get(pk=plan_id)
+    if plan.status not in {Plan.Status.SUCCEEDED, Plan.Status.FAILED} or plan.answer_text:
+        return plan
+    steps = list(plan.steps.all())
+    summary = _summary(steps)
+    answer, source = f"Plan {plan.get_status_display().lower()}.\n{summary}", "summary"
+    if llm.is_configured():
+        prompt = f"Goal: {plan.goal.text}\nThe plan {plan.status}. Step results:\n{summary}\nAnswer the goal for the operator in one or two sentences. Plain text."
+        try:
+            answer, source = llm.generate_text(prompt, max_tokens=300).strip() or answer, "llm"
+        except llm.LLMError as error:
+            log.warning("Answer for plan %s falls back to a summary: %s", plan_id, error)
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        plan.answer_text = answer[:10_000]
+        plan.save(update_fields=["answer_text", "updated_at"])
+        audit.record(action="plan.answered", plan_id=plan.pk, data={"source": source, "chars": len(plan.answer_text)})
+        progress.announce(plan.pk, log="Answer written.")
+    return plan

@@ -1,0 +1,42 @@
+"""The fragments that make the plan page live: swapped in place by the htmx ws extension (hx-swap-oob)."""
+
+from django.template.loader import render_to_string
+from django.utils.dateparse import parse_datetime
+
+from approvals.policy import four_eyes_violation
+from planning.models import Plan, Step
+from planning.permissions import user_can
+
+
+def progress_of(steps) -> dict:
+    total = len(steps)
+    done = sum(1 for s in steps if s.status in {Step.Status.SUCCEEDED, Step.Status.SKIPPED, Step.Status.FAILED, Step.Status.CANCELLED})
+    return {"total": total, "done": done, "percent": int(100 * done / total) if total else 0}
+
+
+def step_controls(plan: Plan, user, authors: set[int]) -> dict:
+    gate_blocker = None
+    if user_can(user, "approve"):
+        gate_blocker = four_eyes_violation(approver=user, author_ids=authors, requester_id=plan.goal.requester_id)
+    return {
+        "can_gate": user_can(user, "approve") and gate_blocker is None,
+        "gate_blocker": gate_blocker if user_can(user, "approve") else None,
+        "can_operate": user_can(user, "run"),
+    }
+
+
+def render_live(plan: Plan, user, *, step_keys=None, log: str | None = None, at: str | None = None) -> str:
+    steps = list(plan.steps.all())
+    authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
+    shown = steps if step_keys is None else [s for s in steps if s.key in set(step_keys)]
+    context = {
+        "plan": plan,
+        "steps": shown,
+        "progress": progress_of(steps),
+        "log": log,
+        "at": parse_datetime(at) if at else None,
+        "oob": True,
+        "full": step_keys is None,
+        **step_controls(plan, user, authors),
+    }
+    return render_to_string("planning/_live_update.html", context)
