@@ -30,6 +30,7 @@ def _inbox_context(request, form=None) -> dict:
     group = group if any(name == group for name, _, _ in tabs) else "recent"
     return {
         "form": form or GoalForm(),
+        "gates": list(selectors.waiting_gates()[:50]) if user_can(request.user, "approve") else [],
         "group": group,
         "groups": tabs,
         "page": selectors.inbox_page(user=request.user, group=group, page=request.GET.get("page", 1)),

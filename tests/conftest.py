@@ -209,7 +209,7 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("asgi") / "uvicorn.log"
     with django_db_blocker.unblock():
-        env = subprocess_env()
+        env = subprocess_env(COUNTERSIGN_TOOL_MODULES="tests.tools")
     process = subprocess.Popen(
         [str(BIN / "uvicorn"), "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         cwd=ROOT,

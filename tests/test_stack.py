@@ -81,9 +81,7 @@ def test_a_user_without_view_permission_cannot_subscribe(asgi_server, plan_on_se
 def test_a_cross_origin_websocket_is_refused_even_with_a_session(asgi_server, plan_on_server):
     cookie = _session_cookie(plan_on_server.goal.requester)
     with pytest.raises(InvalidStatus):
-        run_async(
-            _handshake(_ws_url(asgi_server, plan_on_server.pk), origin="http://evil.example", additional_headers={"Cookie": cookie})
-        )
+        run_async(_handshake(_ws_url(asgi_server, plan_on_server.pk), origin="http://evil.example", additional_headers={"Cookie": cookie}))
 
 
 def test_a_viewer_who_connects_gets_the_current_state(asgi_server, plan_on_server):
