@@ -5,6 +5,7 @@ from django.db import transaction
 from approvals import audit
 from approvals.models import Approval
 from approvals.policy import four_eyes_violation
+from planning import codeplans
 from planning.models import Plan, PlanRevision
 from planning.permissions import user_can
 from planning.services import ServiceError, StaleRevision
@@ -39,11 +40,18 @@ def plan_decide(*, plan_id: int, actor, revision: int, content_hash: str | None,
         raise ServiceError("Say why in a comment, so the operator knows what to change.", status=422)
     with transaction.atomic():
         plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
-        if revision != plan.revision or (content_hash is not None and content_hash != plan.content_hash):
+        dry_run = codeplans.current_dry_run(plan) if codeplans.is_code_plan(plan) else None
+        expected = codeplans.approval_hash(plan, dry_run)
+        if revision != plan.revision or (content_hash is not None and content_hash not in {expected, plan.content_hash}):
             raise StaleRevision(plan.revision)
+        if content_hash is not None and content_hash != expected:
+            raise ServiceError("The dry-run diff changed since you looked; reload the plan.", status=409)
         blocker = approval_blocker(plan=plan, user=actor)
         if blocker:
             raise ServiceError(blocker, status=403 if "approvers" in blocker or "Four-eyes" in blocker else 409)
+        code_blocker = codeplans.approval_blocker(plan, dry_run)
+        if code_blocker and decision == Approval.Decision.APPROVED:
+            raise ServiceError(code_blocker, status=409)
         approval = Approval.objects.create(
             plan=plan,
             kind=Approval.Kind.PLAN,
@@ -51,7 +59,7 @@ def plan_decide(*, plan_id: int, actor, revision: int, content_hash: str | None,
             comment=comment[:5000],
             approver=actor,
             revision=plan.revision,
-            content_hash=plan.content_hash,
+            content_hash=expected,
         )
         if decision == Approval.Decision.APPROVED:
             plan.status = Plan.Status.APPROVED
@@ -62,6 +70,6 @@ def plan_decide(*, plan_id: int, actor, revision: int, content_hash: str | None,
             action=DECISION_ACTIONS[decision],
             actor=actor,
             plan_id=plan.pk,
-            data={"revision": plan.revision, "content_hash": plan.content_hash, "comment": comment[:5000]},
+            data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000]},
         )
     return approval

@@ -78,6 +78,8 @@ class PlanOut(Schema):
     answer_text: str
     steps: list[StepOut]
     approvals: list[ApprovalOut]
+    approval_hash: str
+    dry_run: dict[str, Any] | None = None
 
 
 class Error(Schema):
@@ -85,7 +87,10 @@ class Error(Schema):
 
 
 def plan_out(plan: Plan) -> dict:
+    from planning import codeplans
+
     steps = list(plan.steps.all())
+    dry_run = codeplans.current_dry_run(plan) if codeplans.is_code_plan(plan) else None
     approvals = list(plan.approvals.select_related("approver"))
     return {
         "id": plan.pk,
@@ -107,6 +112,16 @@ def plan_out(plan: Plan) -> dict:
             {**step.content(), "position": step.position, "status": step.status, "output": step.output, "error": step.error}
             for step in steps
         ],
+        "approval_hash": codeplans.approval_hash(plan, dry_run),
+        "dry_run": None
+        if dry_run is None
+        else {
+            "result": dry_run.result,
+            "effects": [{k: v for k, v in e.items() if k != "row_id"} for e in dry_run.effects],
+            "effects_hash": dry_run.effects_hash,
+            "status": dry_run.status,
+            "message": dry_run.message,
+        },
         "approvals": [
             {
                 "kind": approval.kind,

@@ -48,14 +48,18 @@ def _queue(step_id: int, countdown: float = 0) -> None:
 
 
 def valid_plan_approval(plan: Plan) -> Approval | None:
-    """The approval that covers the plan's current content, if any (not voided, same hash and revision)."""
+    """The approval that covers the plan's current content, if any (not voided, same hash and revision;
+    for code plans the hash also covers the dry run's diff)."""
+    from planning import codeplans
+
+    expected = codeplans.approval_hash(plan, codeplans.current_dry_run(plan))
     return (
         Approval.objects.filter(
             plan=plan,
             kind=Approval.Kind.PLAN,
             decision=Approval.Decision.APPROVED,
             voided_at__isnull=True,
-            content_hash=plan.content_hash,
+            content_hash=expected,
             revision=plan.revision,
         )
         .order_by("-created_at")
@@ -71,13 +75,20 @@ def _content_intact(plan: Plan, steps: list[Step]) -> bool:
 
 
 def plan_run(*, plan_id: int, actor) -> Plan:
+    from planning import codeplans
+
     with transaction.atomic():
-        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
         if plan.status != Plan.Status.APPROVED:
             raise ServiceError(f"Only an approved plan can run; this one is {plan.get_status_display().lower()}.", status=409)
         steps = list(plan.steps.select_for_update())
         if valid_plan_approval(plan) is None or content_hash_of(steps) != plan.content_hash:
             raise ServiceError("The plan's content is not the approved content; it needs a fresh approval.", status=409)
+        if codeplans.is_code_plan(plan):
+            audit.record(
+                action="plan.run_started", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash}
+            )
+            return codeplans.apply(plan, actor)
         for step in steps:
             if step.status != S.SUCCEEDED:  # after a replan, completed steps and their outputs are kept
                 step.status, step.output, step.error, step.note = S.PENDING, None, "", ""
@@ -247,8 +258,10 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
     """Mark the step running and commit an attempt row before the tool runs. None when the step must
     not run now (already done, plan changed or cancelled, or a non-idempotent attempt already began)."""
     with transaction.atomic():
-        step = Step.objects.select_for_update().select_related("plan").get(pk=step_id)
-        plan = Plan.objects.select_for_update().get(pk=step.plan_id)
+        # Lock order everywhere: the plan first, then its steps (anything else can deadlock on PostgreSQL).
+        plan_id = Step.objects.values_list("plan_id", flat=True).get(pk=step_id)
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        step = Step.objects.select_for_update().get(pk=step_id)
         tool = registry.get(step.tool)
         if plan.status != Plan.Status.RUNNING or step.status not in {S.QUEUED, S.RUNNING}:
             return None
@@ -358,7 +371,10 @@ def gate_decide(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
         raise ServiceError("Only approvers can decide gates.", status=403)
     with transaction.atomic():
         plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
-        step = plan.steps.select_for_update().filter(key=key).first()
+        # All step locks are taken now, before the audit head's lock (taken by audit.record): a later
+        # step lock while holding the head could deadlock with a worker finishing a step.
+        steps = list(plan.steps.select_for_update())
+        step = next((s for s in steps if s.key == key), None)
         if step is None:
             raise ServiceError(f"This plan has no step {key!r}.", status=404)
         if plan.status != Plan.Status.RUNNING or step.status != S.WAITING_APPROVAL:
@@ -390,7 +406,7 @@ def gate_decide(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
             _enqueue(plan, step, registry.get(step.tool).timeout_s if registry.get(step.tool) else 30)
         else:
             _finish(step, S.SKIPPED, note=f"Denied by {actor.get_username()}" + (f": {comment}" if comment else "."))
-            _dispatch_locked(plan, list(plan.steps.select_for_update()))
+            _dispatch_locked(plan, steps)
     return step
 
 
@@ -402,7 +418,8 @@ def interrupted_resolve(*, plan_id: int, key: str, actor, retry: bool) -> Step:
         raise ServiceError("Only operators can retry or skip interrupted steps.", status=403)
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
-        step = plan.steps.select_for_update().filter(key=key, status=S.INTERRUPTED).first()
+        steps = list(plan.steps.select_for_update())
+        step = next((s for s in steps if s.key == key and s.status == S.INTERRUPTED), None)
         if step is None or plan.status != Plan.Status.RUNNING:
             raise ServiceError(f"Step {key} is not interrupted.", status=409)
         audit.record(action="step.retry_requested" if retry else "step.skip_requested", actor=actor, plan_id=plan.pk, step_key=key, data={})
@@ -411,7 +428,7 @@ def interrupted_resolve(*, plan_id: int, key: str, actor, retry: bool) -> Step:
             _enqueue(plan, step, tool.timeout_s if tool else 30)
         else:
             _finish(step, S.SKIPPED, note=f"Skipped by {actor.get_username()} after an interruption.")
-            _dispatch_locked(plan, list(plan.steps.select_for_update()))
+            _dispatch_locked(plan, steps)
     return step
 
 

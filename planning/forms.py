@@ -13,6 +13,9 @@ class GoalForm(forms.Form):
         ),
     )
     planner = forms.ChoiceField(label="Planner", required=False)
+    mode = forms.ChoiceField(
+        label="Plan as", required=False, choices=[("steps", "Steps (tool calls)"), ("code", "Code (sandboxed Python, needs an LLM)")]
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -78,3 +81,30 @@ class DecisionForm(forms.Form):
     content_hash = forms.CharField(max_length=64, widget=forms.HiddenInput)
     decision = forms.ChoiceField(choices=[("approved", "Approve"), ("rejected", "Reject"), ("changes_requested", "Request changes")])
     comment = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class CodeStepForm(forms.Form):
+    """The code of a code plan, edited as code (not as JSON)."""
+
+    revision = forms.IntegerField(widget=forms.HiddenInput)
+    code = forms.CharField(max_length=50_000, widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "mono"}))
+    tables = forms.CharField(label="Tables (comma-separated)", max_length=500)
+    user_request = forms.CharField(label="User request", max_length=4000, required=False)
+
+    def clean_tables(self):
+        names = [name.strip() for name in self.cleaned_data["tables"].split(",") if name.strip()]
+        if not names:
+            raise forms.ValidationError("Name at least one table.")
+        return names
+
+    def changes(self) -> dict:
+        data = self.cleaned_data
+        return {"args": {"code": data["code"].replace("\r\n", "\n"), "tables": data["tables"], "user_request": data["user_request"]}}
+
+
+class ImportForm(forms.Form):
+    name = forms.SlugField(label="Table", max_length=50)
+    key_field = forms.CharField(label="Key field", max_length=50, help_text="The field that identifies a row, e.g. item_id")
+    file_format = forms.ChoiceField(label="Format", choices=[("csv", "CSV with a header line"), ("json", "JSON list of objects")])
+    file = forms.FileField()
+    replace = forms.BooleanField(label="Replace all existing rows", required=False)

@@ -1,7 +1,9 @@
 """Live progress: after a transition commits, tell the plan's websocket group what changed. Each
 subscriber's consumer renders the fragments for its own user (so controls follow their permissions)."""
 
+import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -32,6 +34,13 @@ def _send(plan_id: int, event: dict) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(plan_group(plan_id), event)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            async_to_sync(layer.group_send)(plan_group(plan_id), event)
+        else:
+            # Called from a thread that runs an event loop: send from a helper thread instead of blocking it.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pool.submit(async_to_sync(layer.group_send), plan_group(plan_id), event).result(timeout=10)
     except Exception:  # noqa: BLE001 (live progress is best effort: the page shows the truth on reload)
         log.warning("Could not broadcast progress for plan %s", plan_id, exc_info=True)

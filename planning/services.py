@@ -57,8 +57,10 @@ def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_ch
         raise ServiceError("Describe the goal in a sentence or two.", status=422)
     if len(text) > MAX_GOAL_CHARS:
         raise ServiceError(f"A goal can be at most {MAX_GOAL_CHARS} characters.", status=422)
-    if mode != Goal.Mode.STEPS:
-        raise ServiceError("Only step plans are available so far; code plans are not enabled on this server.", status=422)
+    if mode not in Goal.Mode.values:
+        raise ServiceError("Mode must be steps or code.", status=422)
+    if mode == Goal.Mode.CODE and not llm.is_configured():
+        raise ServiceError("Code plans are written by an LLM, and none is configured on this server; submit a step plan.", status=422)
     if planner_choice not in {"", Plan.Planner.LLM, Plan.Planner.PLAYBOOK}:
         raise ServiceError("Planner must be llm, playbook, or automatic.", status=422)
     if planner_choice == Plan.Planner.LLM and not llm.is_configured():
@@ -82,7 +84,12 @@ def plan_generate(*, plan_id: int) -> Plan:
     if plan.status != Plan.Status.PLANNING:
         return plan
     try:
-        draft = planner.draft_plan(plan.goal.text, planner=plan.requested_planner or None)
+        if plan.goal.mode == Goal.Mode.CODE:
+            from planning.code_planner import draft_code_plan
+
+            draft = draft_code_plan(plan.goal.text)
+        else:
+            draft = planner.draft_plan(plan.goal.text, planner=plan.requested_planner or None)
     except planner.PlanningFailed as failure:
         return _planning_failed(plan_id, str(failure))
     with transaction.atomic():
@@ -120,9 +127,19 @@ def plan_generate(*, plan_id: int) -> Plan:
                 "revision": plan.revision,
                 "content_hash": plan.content_hash,
                 "steps": len(draft.steps),
+                "mode": plan.goal.mode,
             },
         )
+        _after_revision(plan)
     return plan
+
+
+def _after_revision(plan: Plan) -> None:
+    """Every new revision of a code plan gets a fresh dry run, which is what approvers look at."""
+    if plan.goal.mode == Goal.Mode.CODE:
+        from planning.codeplans import queue_dry_run
+
+        queue_dry_run(plan.pk)
 
 
 def _planning_failed(plan_id: int, reason: str) -> Plan:
@@ -224,7 +241,7 @@ def _edit_plan(*, plan_id: int, actor, revision: int, summary: str, change: Call
     """Apply one edit atomically: check the revision (optimistic locking), validate the whole new plan,
     store a revision, void approvals, and record exactly one audit event. Nothing changes on any error."""
     with transaction.atomic():
-        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
         if not plan.is_editable:
             raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot be edited.", status=409)
         if revision != plan.revision:
@@ -234,31 +251,17 @@ def _edit_plan(*, plan_id: int, actor, revision: int, summary: str, change: Call
             steps = validate_plan({"steps": proposed})
         except PlanInvalid as invalid:
             raise InvalidEdit(invalid.issues) from invalid
-        new_hash = content_hash_of(steps)
-        if new_hash == plan.content_hash:
+        if content_hash_of(steps) == plan.content_hash:
             raise ServiceError("Nothing changed: the plan already says that.", status=422)
-        _replace_steps(plan, steps)
-        plan.revision += 1
-        plan.content_hash = new_hash
-        voided = _void_approvals(plan, f"superseded by revision {plan.revision}")
-        plan.status = Plan.Status.AWAITING_APPROVAL
-        plan.save(update_fields=["revision", "content_hash", "status", "updated_at"])
-        PlanRevision.objects.create(
-            plan=plan,
-            number=plan.revision,
-            content=plan_content(steps),
-            content_hash=new_hash,
-            author=actor,
-            planner=Plan.Planner.HUMAN,
-            reason=summary,
-        )
+        voided = write_revision(plan, steps, author=actor, planner=Plan.Planner.HUMAN, reason=summary)
         audit.record(
             action="plan.edited",
             actor=actor,
             plan_id=plan.pk,
             step_key=details.get("step", ""),
-            data={"revision": plan.revision, "content_hash": new_hash, "change": summary, "voided_approvals": voided, **details},
+            data={"revision": plan.revision, "content_hash": plan.content_hash, "change": summary, "voided_approvals": voided, **details},
         )
+        _after_revision(plan)
     return plan
 
 

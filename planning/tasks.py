@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from planning import aftermath, executor, services
+from planning import aftermath, codeplans, executor, services
 
 
 @shared_task(acks_late=True, soft_time_limit=300, time_limit=330)
@@ -34,3 +34,9 @@ def compose_answer_task(plan_id: int) -> None:
 @shared_task(soft_time_limit=60, time_limit=90)
 def reconcile_task() -> dict:
     return executor.reconcile()
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def code_dry_run_task(plan_id: int) -> str | None:
+    result = codeplans.dry_run(plan_id)
+    return result.result.get("status") if result else None

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from planning import views
+from planning import table_views, views
 
 urlpatterns = [
     path("", views.inbox, name="inbox"),
@@ -9,6 +9,7 @@ urlpatterns = [
     path("plans/<int:plan_id>/retry/", views.plan_retry, name="plan_retry"),
     path("plans/<int:plan_id>/decide/", views.plan_decide, name="plan_decide"),
     path("plans/<int:plan_id>/run/", views.plan_run, name="plan_run"),
+    path("plans/<int:plan_id>/dry-run/", views.code_refresh, name="code_refresh"),
     path("plans/<int:plan_id>/cancel/", views.plan_cancel, name="plan_cancel"),
     path("plans/<int:plan_id>/steps/<str:key>/gate/", views.gate_decide, name="gate_decide"),
     path("plans/<int:plan_id>/steps/<str:key>/resolve/", views.step_resolve, name="step_resolve"),
@@ -20,4 +21,6 @@ urlpatterns = [
     path("plans/<int:plan_id>/steps/<str:key>/delete/", views.step_delete, name="step_delete"),
     path("plans/<int:plan_id>/steps/<str:key>/move/", views.step_move, name="step_move"),
     path("playbooks/", views.playbook_list, name="playbook_list"),
+    path("tables/", table_views.tables, name="tables"),
+    path("tables/import/", table_views.table_import, name="table_import"),
 ]

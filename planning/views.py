@@ -11,8 +11,8 @@ from django_htmx.middleware import HtmxDetails
 
 from approvals.services import approval_blocker
 from approvals.services import plan_decide as plan_decide_service
-from planning import executor, selectors, services
-from planning.forms import DecisionForm, GoalForm, PlaybookForm, RetryForm, StepForm
+from planning import codeplans, executor, selectors, services
+from planning.forms import CodeStepForm, DecisionForm, GoalForm, PlaybookForm, RetryForm, StepForm
 from planning.graph import plan_graph
 from planning.live import progress_of, step_controls
 from planning.models import Plan
@@ -53,7 +53,12 @@ def goal_create(request: HtmxHttpRequest) -> HttpResponse:
     form = GoalForm(request.POST)
     if form.is_valid():
         try:
-            plan = services.goal_submit(requester=request.user, text=form.cleaned_data["text"], planner_choice=form.cleaned_data["planner"])
+            plan = services.goal_submit(
+                requester=request.user,
+                text=form.cleaned_data["text"],
+                planner_choice=form.cleaned_data["planner"],
+                mode=form.cleaned_data["mode"] or "steps",
+            )
         except services.ServiceError as error:
             form.add_error(None, error.message)
         else:
@@ -69,6 +74,8 @@ def _plan_context(request, plan: Plan, **extra) -> dict:
     approvals = selectors.plan_approvals(plan)
     authors = selectors.revision_author_ids(plan)
     can_edit = user_can(request.user, "edit") and plan.is_editable
+    is_code = codeplans.is_code_plan(plan)
+    dry_run = codeplans.current_dry_run(plan) if is_code else None
     context = {
         "plan": plan,
         "steps": steps,
@@ -79,7 +86,14 @@ def _plan_context(request, plan: Plan, **extra) -> dict:
         "voided_approvals": [a for a in approvals if a.voided_at is not None and a.kind == "plan"],
         "can_edit": can_edit,
         "decision_blocker": approval_blocker(plan=plan, user=request.user, authors=authors),
-        "decision_form": DecisionForm(initial={"revision": plan.revision, "content_hash": plan.content_hash}),
+        "decision_form": DecisionForm(initial={"revision": plan.revision, "content_hash": codeplans.approval_hash(plan, dry_run)}),
+        "is_code_plan": is_code,
+        "dry_run": dry_run,
+        "approval_hash": codeplans.approval_hash(plan, dry_run),
+        "code_blocker": codeplans.approval_blocker(plan, dry_run),
+        "can_refresh_dry_run": is_code
+        and user_can(request.user, "edit")
+        and plan.status in {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED},
         "retry_form": RetryForm(),
         "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
         "can_save_playbook": user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES,
@@ -96,6 +110,11 @@ def _plan_context(request, plan: Plan, **extra) -> dict:
 
 def _step_form(plan: Plan, steps, *, key: str | None, data=None) -> StepForm:
     others = [s.key for s in steps if s.key != key]
+    step = next((s for s in steps if s.key == key), None)
+    if step is not None and step.tool == "python_sandbox":
+        initial = {"revision": plan.revision, "code": step.args.get("code", ""), "tables": ", ".join(step.args.get("tables", []))}
+        initial["user_request"] = step.args.get("user_request", "")
+        return CodeStepForm(data, initial=initial, prefix=f"step-{key}")
     initial = {"revision": plan.revision, "args": "{}"}
     if key is not None:
         step = next(s for s in steps if s.key == key)
@@ -130,6 +149,11 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         if plan.status != Plan.Status.PLANNING:
             return HttpResponseClientRefresh()
         return render(request, "planning/plan_detail.html#plan-status", {"plan": plan})
+    if request.htmx and request.htmx.target == "dry-run":
+        # A code plan's page polls until its dry run is in, then reloads to show the diff and approval.
+        if codeplans.current_dry_run(plan) is not None:
+            return HttpResponseClientRefresh()
+        return render(request, "planning/_dry_run.html", {"plan": plan, "dry_run": None})
     return render(request, "planning/plan_detail.html", _plan_context(request, plan))
 
 
@@ -280,6 +304,12 @@ def _run_action(request: HtmxHttpRequest, plan: Plan, perform, done: str) -> Htt
         return redirect("plan_detail", plan_id=plan.pk)
     plan.refresh_from_db()
     return _render_plan_body(request, plan, flash=done)
+
+
+@require_POST
+def code_refresh(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    return _run_action(request, plan, lambda: codeplans.refresh(plan_id=plan.pk, actor=request.user), "A fresh dry run is under way.")
 
 
 @require_POST

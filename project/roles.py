@@ -28,7 +28,7 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "approvals.view_auditevent",
     ],
 }
-ROLE_PERMISSIONS["admin"] = sorted({perm for perms in ROLE_PERMISSIONS.values() for perm in perms})
+ROLE_PERMISSIONS["admin"] = sorted({perm for perms in ROLE_PERMISSIONS.values() for perm in perms} | {"sandbox.add_datarow"})
 
 # Capability name -> permission that grants it; templates use the names to hide controls.
 CAPABILITIES = {

@@ -97,7 +97,7 @@ def _violations(node: ast.AST):
             if alias.name == "*" or alias.name.startswith("_"):
                 yield f"Line {line}: importing {alias.name!r} is not allowed."
     elif isinstance(node, ast.Name):
-        if node.id.startswith("_"):
+        if node.id.startswith("_") and node.id != "_":  # a bare _ is the usual throwaway name
             yield f"Line {line}: names starting with an underscore ({node.id}) are not allowed."
         elif node.id in DENIED_NAMES:
             yield f"Line {line}: {node.id} is not allowed."

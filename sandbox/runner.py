@@ -194,15 +194,16 @@ def _exit_cause(code: int | None) -> tuple[str, str, str]:
 
 
 def effects_between(before: dict[str, list[dict]], after: dict[str, list[dict]]) -> list[dict]:
-    """The diff of what the code changed: rows are matched by their position (TinyDB doc id)."""
+    """The diff of what the code changed: rows are matched by their position (TinyDB doc id, 1-based,
+    kept in each effect as `doc_id`)."""
     effects = []
     for name, rows in before.items():
         final = {doc["doc_id"]: doc["data"] for doc in after.get(name, [])}
         for doc_id, row in enumerate(rows, start=1):
             if doc_id not in final:
-                effects.append({"table": name, "op": "delete", "before": row, "after": None})
+                effects.append({"table": name, "op": "delete", "before": row, "after": None, "doc_id": doc_id})
             elif final[doc_id] != row:
-                effects.append({"table": name, "op": "update", "before": row, "after": final[doc_id]})
+                effects.append({"table": name, "op": "update", "before": row, "after": final[doc_id], "doc_id": doc_id})
         for doc_id in sorted(d for d in final if d > len(rows)):
-            effects.append({"table": name, "op": "insert", "before": None, "after": final[doc_id]})
+            effects.append({"table": name, "op": "insert", "before": None, "after": final[doc_id], "doc_id": doc_id})
     return effects

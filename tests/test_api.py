@@ -63,9 +63,9 @@ def test_bad_goal_payloads_are_422_with_detail(client, alice):
     assert not Plan.objects.exists()
 
 
-def test_code_mode_is_refused_until_it_is_enabled(client, alice):
+def test_code_mode_is_refused_when_no_llm_is_configured(client, alice, no_llm):
     response = client.post("/api/goals", {"text": "x", "mode": "code"}, content_type="application/json", headers=bearer(issue("alice")))
-    assert response.status_code == 422 and "code plans" in response.json()["detail"]
+    assert response.status_code == 422 and "Code plans are written by an LLM" in response.json()["detail"]
 
 
 def test_get_plan_returns_steps_revision_hash_and_approvals(client, alice, carol, demo_data, no_llm):

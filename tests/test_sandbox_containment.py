@@ -158,11 +158,13 @@ def test_tables_are_copies_and_changes_come_back_as_effects():
             "op": "update",
             "before": {"item_id": "SG001", "quantity_in_stock": 3},
             "after": {"item_id": "SG001", "quantity_in_stock": 1},
+            "doc_id": 1,
         },
         {
             "table": "transactions",
             "op": "insert",
             "before": None,
             "after": {"transaction_id": "TXN002", "balance_after_transaction": 510.0},
+            "doc_id": 2,
         },
     ]

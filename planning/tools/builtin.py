@@ -1,3 +1,3 @@
 """Importing this module registers every built-in tool."""
 
-from planning.tools import general, oncall, store  # noqa: F401
+from planning.tools import code, general, oncall, store  # noqa: F401

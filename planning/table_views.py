@@ -1,0 +1,66 @@
+"""The data tables page: rows, CSV/JSON import, and the history of applied diffs (sandbox is a leaf,
+so its pages live here)."""
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals import audit
+from planning.forms import ImportForm
+from sandbox import services
+from sandbox.models import DataRow, DataTable, DryRun
+
+
+def _may_view(user) -> bool:
+    return user.has_perm("planning.view_plan")
+
+
+@require_GET
+def tables(request):
+    if not _may_view(request.user):
+        raise PermissionDenied("You may not view the data tables.")
+    chosen = request.GET.get("table")
+    all_tables = list(DataTable.objects.order_by("name"))
+    current = next((t for t in all_tables if t.name == chosen), all_tables[0] if all_tables else None)
+    page = Paginator(DataRow.objects.filter(table=current).order_by("id"), 50).get_page(request.GET.get("page", 1)) if current else None
+    columns = sorted({key for row in page.object_list for key in row.data}) if page else []
+    context = {
+        "tables": all_tables,
+        "current": current,
+        "page": page,
+        "columns": columns,
+        "history": DryRun.objects.exclude(status=DryRun.Status.PROPOSED)
+        .exclude(status=DryRun.Status.SUPERSEDED)
+        .order_by("-created_at")[:30],
+        "form": ImportForm(),
+        "can_import": request.user.has_perm("sandbox.add_datarow"),
+    }
+    return render(request, "sandbox/tables.html", context)
+
+
+@require_POST
+def table_import(request):
+    if not request.user.has_perm("sandbox.add_datarow"):
+        raise PermissionDenied("Only administrators can import data.")
+    form = ImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Check the import form: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect("tables")
+    data = form.cleaned_data
+    try:
+        content = data["file"].read(5_000_001).decode("utf-8")
+        if len(content) > 5_000_000:
+            raise services.ImportProblem("The file is larger than 5 MB.")
+        with transaction.atomic():
+            table, count = services.table_import(
+                name=data["name"], key_field=data["key_field"], content=content, file_format=data["file_format"], replace=data["replace"]
+            )
+            audit.record(action="table.imported", actor=request.user, data={"table": table.name, "rows": count, "replace": data["replace"]})
+    except (services.ImportProblem, UnicodeDecodeError) as problem:
+        messages.error(request, str(problem) if isinstance(problem, services.ImportProblem) else "The file is not UTF-8 text.")
+        return redirect("tables")
+    messages.success(request, f"Imported {count} rows into {table.name}.")
+    return redirect(f"/tables/?table={table.name}")
