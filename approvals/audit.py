@@ -1,5 +1,9 @@
 """The audit trail: every proposal, edit, decision and action is recorded here, hash-chained."""
 
+import hashlib
+import hmac
+
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -64,25 +68,72 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
     return event
 
 
-def verify() -> dict:
-    """Walk the chain in seq order; report the first event whose link or content does not check out."""
+def _expected_hash(event: AuditEvent) -> str:
+    return event_hash(
+        seq=event.seq,
+        created_at=event.created_at.isoformat(),
+        actor_name=event.actor_name,
+        action=event.action,
+        plan_id=event.plan_id,
+        step_key=event.step_key,
+        data=event.data,
+        prev_hash=event.prev_hash,
+    )
+
+
+def verify(*, head: dict | None = None) -> dict:
+    """Walk the chain in seq order and report the first event that does not check out: a changed row
+    (its hash), a deleted one (the missing seq) or reordered ones (a broken link). With a saved `head`
+    (from `export_head`), a truncated tail is reported too."""
     prev_hash = "0" * 64
     expected_seq = 1
     count = 0
+    last_hash = prev_hash
     for event in AuditEvent.objects.order_by("seq").iterator(chunk_size=2000):
         count += 1
-        digest = event_hash(
-            seq=event.seq,
-            created_at=event.created_at.isoformat(),
-            actor_name=event.actor_name,
-            action=event.action,
-            plan_id=event.plan_id,
-            step_key=event.step_key,
-            data=event.data,
-            prev_hash=event.prev_hash,
-        )
-        if event.seq != expected_seq or event.prev_hash != prev_hash or event.hash != digest:
-            return {"ok": False, "events": count, "first_bad": event.seq}
-        prev_hash = event.hash
+        if event.seq != expected_seq:
+            return {"ok": False, "events": count, "first_bad": expected_seq, "reason": f"event #{expected_seq} is missing"}
+        if event.prev_hash != prev_hash:
+            return {
+                "ok": False,
+                "events": count,
+                "first_bad": event.seq,
+                "reason": f"event #{event.seq} does not link to the event before it",
+            }
+        if event.hash != _expected_hash(event):
+            return {"ok": False, "events": count, "first_bad": event.seq, "reason": f"event #{event.seq} was changed after it was written"}
+        prev_hash = last_hash = event.hash
         expected_seq += 1
-    return {"ok": True, "events": count, "first_bad": None}
+    if head is not None:
+        problem = _check_head(head, count, last_hash)
+        if problem:
+            return {"ok": False, "events": count, "first_bad": problem[0], "reason": problem[1]}
+    return {"ok": True, "events": count, "first_bad": None, "reason": ""}
+
+
+def _mac(seq: int, digest: str) -> str:
+    key = (settings.COUNTERSIGN_AUDIT_HMAC_KEY or settings.SECRET_KEY).encode()
+    return hmac.new(key, f"{seq}:{digest}".encode(), hashlib.sha256).hexdigest()
+
+
+def export_head() -> dict:
+    """The chain's head, signed: keep it somewhere else, and `verify(head=...)` later detects a tail
+    that was cut off or rewritten."""
+    last = AuditEvent.objects.order_by("-seq").first()
+    seq, digest = (last.seq, last.hash) if last else (0, "0" * 64)
+    return {"seq": seq, "hash": digest, "mac": _mac(seq, digest), "exported_at": timezone.now().isoformat()}
+
+
+def _check_head(head: dict, count: int, last_hash: str) -> tuple[int, str] | None:
+    try:
+        seq, digest, mac = int(head["seq"]), str(head["hash"]), str(head["mac"])
+    except (KeyError, TypeError, ValueError):
+        return 0, "the saved head is not a head export"
+    if not hmac.compare_digest(mac, _mac(seq, digest)):
+        return seq, "the saved head's signature does not match (wrong key, or the head was edited)"
+    if count < seq:
+        return count + 1, f"the trail ends at #{count} but the saved head is #{seq}: events were removed from the end"
+    at = AuditEvent.objects.filter(seq=seq).values_list("hash", flat=True).first() if seq else "0" * 64
+    if at != digest:
+        return seq, f"event #{seq} differs from the saved head"
+    return None

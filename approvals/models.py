@@ -52,7 +52,8 @@ class AuditEvent(models.Model):
 
     seq = models.BigIntegerField(unique=True)
     created_at = models.DateTimeField()
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # PROTECT: a user with history cannot be deleted (deactivate them), and no audit row is ever rewritten.
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     actor_name = models.CharField(max_length=150)
     action = models.CharField(max_length=64, db_index=True)
     plan_id = models.BigIntegerField(null=True, blank=True, db_index=True)

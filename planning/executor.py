@@ -190,7 +190,7 @@ def _start(plan: Plan, step: Step, outputs: dict) -> None:
             action="gate.opened",
             plan_id=plan.pk,
             step_key=step.key,
-            data={"tool": step.tool, "resolved_args": resolved, "gate_hash": step.gate_hash},
+            data={"risk": step.risk, "tool": step.tool, "resolved_args": resolved, "gate_hash": step.gate_hash},
         )
         progress.announce(plan.pk, steps=[step.key], log=f"{step.key} waits for an approver: {step.tool} with its resolved arguments.")
         return
@@ -214,7 +214,9 @@ def _finish(step: Step, status: str, *, note: str = "", error: str = "", output=
     action = {S.SKIPPED: "step.skipped", S.FAILED: "step.failed", S.SUCCEEDED: "step.succeeded", S.CANCELLED: "step.cancelled"}.get(
         status, f"step.{status}"
     )
-    audit.record(action=action, plan_id=step.plan_id, step_key=step.key, data={"note": note[:300], "error": error[:2000]})
+    audit.record(
+        action=action, plan_id=step.plan_id, step_key=step.key, data={"risk": step.risk, "note": note[:300], "error": error[:2000]}
+    )
     progress.announce(
         step.plan_id,
         steps=[step.key],
@@ -278,7 +280,7 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
             # repeat a side effect, so a person decides.
             step.status, step.note = S.INTERRUPTED, "Interrupted: a previous attempt may have run. Retry or skip it."
             step.save(update_fields=["status", "note"])
-            audit.record(action="step.interrupted", plan_id=plan.pk, step_key=step.key, data={"attempts": previous})
+            audit.record(action="step.interrupted", plan_id=plan.pk, step_key=step.key, data={"risk": step.risk, "attempts": previous})
             progress.announce(plan.pk, steps=[step.key], log=f"{step.key} interrupted: a previous attempt may have run.")
             return None
         number = previous + 1
@@ -291,7 +293,7 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
         if not created:
             step.status, step.note = S.INTERRUPTED, "Interrupted: this attempt already started once. Retry or skip it."
             step.save(update_fields=["status", "note"])
-            audit.record(action="step.interrupted", plan_id=plan.pk, step_key=step.key, data={"attempt_key": key})
+            audit.record(action="step.interrupted", plan_id=plan.pk, step_key=step.key, data={"risk": step.risk, "attempt_key": key})
             progress.announce(plan.pk, steps=[step.key], log=f"{step.key} interrupted: its attempt had already started.")
             return None
         step.status, step.started_at = S.RUNNING, step.started_at or timezone.now()
@@ -300,7 +302,7 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
             action="step.started",
             plan_id=plan.pk,
             step_key=step.key,
-            data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
+            data={"risk": step.risk, "attempt": number, "attempt_key": key, "args": step.resolved_args},
         )
         progress.announce(plan.pk, steps=[step.key], log=f"{step.key} running ({step.tool}, attempt {number}).")
     return step, attempt
@@ -347,7 +349,7 @@ def _attempt_failed(step: Step, attempt: StepAttempt, tool, error: Exception) ->
                 action="step.retrying",
                 plan_id=step.plan_id,
                 step_key=step.key,
-                data={"attempt": attempt.number, "error": message[:2000], "delay_s": delay},
+                data={"risk": step.risk, "attempt": attempt.number, "error": message[:2000], "delay_s": delay},
             )
             progress.announce(
                 step.plan_id, steps=[step.key], log=f"{step.key} attempt {attempt.number} failed ({message}); retrying in {delay:g} s."
@@ -400,7 +402,7 @@ def gate_decide(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
             actor=actor,
             plan_id=plan.pk,
             step_key=key,
-            data={"gate_hash": step.gate_hash, "resolved_args": step.resolved_args, "comment": comment[:5000]},
+            data={"risk": step.risk, "gate_hash": step.gate_hash, "resolved_args": step.resolved_args, "comment": comment[:5000]},
         )
         if approve:
             _enqueue(plan, step, registry.get(step.tool).timeout_s if registry.get(step.tool) else 30)
@@ -422,7 +424,13 @@ def interrupted_resolve(*, plan_id: int, key: str, actor, retry: bool) -> Step:
         step = next((s for s in steps if s.key == key and s.status == S.INTERRUPTED), None)
         if step is None or plan.status != Plan.Status.RUNNING:
             raise ServiceError(f"Step {key} is not interrupted.", status=409)
-        audit.record(action="step.retry_requested" if retry else "step.skip_requested", actor=actor, plan_id=plan.pk, step_key=key, data={})
+        audit.record(
+            action="step.retry_requested" if retry else "step.skip_requested",
+            actor=actor,
+            plan_id=plan.pk,
+            step_key=key,
+            data={"risk": step.risk},
+        )
         if retry:
             tool = registry.get(step.tool)
             _enqueue(plan, step, tool.timeout_s if tool else 30)
@@ -452,7 +460,9 @@ def reconcile(now=None) -> dict:
             if tool and tool.idempotent:
                 step.status, step.deadline = S.QUEUED, now + timedelta(seconds=tool.timeout_s + settings.COUNTERSIGN_DEADLINE_GRACE_S)
                 step.save(update_fields=["status", "deadline"])
-                audit.record(action="step.requeued", plan_id=step.plan_id, step_key=step.key, data={"reason": "past its deadline"})
+                audit.record(
+                    action="step.requeued", plan_id=step.plan_id, step_key=step.key, data={"risk": step.risk, "reason": "past its deadline"}
+                )
                 progress.announce(step.plan_id, steps=[step.key], log=f"{step.key} was stuck past its deadline; queued again.")
                 _queue(step.pk)
                 counts["requeued"] += 1
@@ -462,7 +472,12 @@ def reconcile(now=None) -> dict:
                     "Interrupted: stuck past its deadline; it may or may not have run. Retry or skip it.",
                 )
                 step.save(update_fields=["status", "note"])
-                audit.record(action="step.interrupted", plan_id=step.plan_id, step_key=step.key, data={"reason": "past its deadline"})
+                audit.record(
+                    action="step.interrupted",
+                    plan_id=step.plan_id,
+                    step_key=step.key,
+                    data={"risk": step.risk, "reason": "past its deadline"},
+                )
                 progress.announce(step.plan_id, steps=[step.key], log=f"{step.key} interrupted: stuck past its deadline.")
                 counts["interrupted"] += 1
     return counts

@@ -7,6 +7,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, django_auth
 
+from approvals.api import router as audit_router
 from approvals.models import ApiToken
 from planning.api import router as planning_router
 from planning.services import ServiceError
@@ -24,6 +25,7 @@ class BearerToken(HttpBearer):
 
 api = NinjaAPI(title="Countersign API", version="1", auth=[BearerToken(), django_auth], urls_namespace="api")
 api.add_router("/", planning_router)
+api.add_router("/", audit_router)
 
 
 @api.exception_handler(ServiceError)

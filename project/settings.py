@@ -1,5 +1,6 @@
 """Countersign settings, read from the environment (see README "Configuration")."""
 
+import json
 import os
 from pathlib import Path
 
@@ -208,3 +209,11 @@ CELERY_BEAT_SCHEDULE = {
 COUNTERSIGN_SANDBOX_TIMEOUT_S = env_float("COUNTERSIGN_SANDBOX_TIMEOUT_S", 5.0)
 COUNTERSIGN_SANDBOX_MEMORY_MB = env_int("COUNTERSIGN_SANDBOX_MEMORY_MB", 256)
 COUNTERSIGN_SANDBOX_OUTPUT_CHARS = env_int("COUNTERSIGN_SANDBOX_OUTPUT_CHARS", 20_000)
+
+# --- Audit and metrics
+# Signs exported chain heads; defaults to SECRET_KEY. Set a separate key to verify heads across key rotations.
+COUNTERSIGN_AUDIT_HMAC_KEY = os.environ.get("COUNTERSIGN_AUDIT_HMAC_KEY", "")
+# Estimated cost in USD per million tokens, by model: {"model": [input, output]}; JSON in the environment.
+COUNTERSIGN_MODEL_PRICES = json.loads(
+    os.environ.get("COUNTERSIGN_MODEL_PRICES", "") or '{"gpt-4.1-mini": [0.4, 1.6], "gpt-4.1": [2.0, 8.0], "gpt-4o-mini": [0.15, 0.6]}'
+)

@@ -26,5 +26,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include((_public(api_patterns), app_name), namespace=namespace)),
+    path("", include("approvals.urls")),
     path("", include("planning.urls")),
 ]

@@ -44,7 +44,11 @@ def approve_and_apply(plan, bob, alice) -> Plan:
 def test_the_planner_asks_for_one_execute_python_block_following_the_lab_prompt(store, alice):
     plan = code_plan(store, alice, "Do you have any round sunglasses in stock under $100?")
     prompt = store.requests[0]["body"]["messages"][1]["content"]
-    assert "<execute_python>" in prompt and "Table inventory_tbl: description (str), item_id (str), name (str), price (int), quantity_in_stock (int)" in prompt and "insufficient_stock" in prompt
+    assert (
+        "<execute_python>" in prompt
+        and "Table inventory_tbl: description (str), item_id (str), name (str), price (int), quantity_in_stock (int)" in prompt
+        and "insufficient_stock" in prompt
+    )
     assert prompt.rstrip().endswith("Do you have any round sunglasses in stock under $100?")
     step = plan.steps.get()
     assert step.tool == "python_sandbox" and step.risk == "high" and step.args["tables"] == ["inventory", "transactions"]
