@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: run test lint install clean
+.PHONY: run test bench lint install clean
 
 $(VENV)/.app-installed: requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ run: $(VENV)/.app-installed
 
 test: $(VENV)/.dev-installed
 	$(PY) -m project.devstack test -- $(ARGS)
+
+bench: $(VENV)/.dev-installed
+	$(PY) -m project.devstack bench -- $(ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .

@@ -3,6 +3,7 @@
 `python -m project.devstack run`   migrate, seed the demo, start web (ASGI, websockets) + Celery worker +
                                    beat, and an embedded Redis when REDIS_URL is unset; Ctrl-C stops all.
 `python -m project.devstack test`  run pytest, with an embedded Redis when REDIS_URL is unset.
+`python -m project.devstack bench` run bench/run.py the same way.
 """
 
 import os
@@ -177,14 +178,29 @@ def test(pytest_args: list[str]) -> int:
         stack.stop()
 
 
+def bench(args: list[str]) -> int:
+    env = dict(os.environ)
+    stack = Stack()
+    try:
+        if not env.get("REDIS_URL"):
+            env["REDIS_URL"] = start_embedded_redis(stack)
+        return subprocess.call([PYTHON, "bench/run.py", *args], cwd=ROOT, env=env)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stack.stop()
+
+
 def main(argv: list[str]) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     sys.path.insert(0, str(ROOT))
-    if not argv or argv[0] not in {"run", "test"}:
+    if not argv or argv[0] not in {"run", "test", "bench"}:
         print(__doc__)
         return 2
     if argv[0] == "run":
         return run()
+    if argv[0] == "bench":
+        return bench([a for a in argv[1:] if a != "--"])
     return test([a for a in argv[1:] if a != "--"])
 
 

@@ -130,3 +130,18 @@ def _violations(node: ast.AST):
         yield f"Line {line}: keyword {node.arg!r} is not allowed."
     elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
         yield f"Line {line}: async code is not allowed."
+
+
+def imported_modules(code: str) -> list[str]:
+    """The allowed modules the code imports, so the sandbox child can load exactly those in advance."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return sorted(names & ALLOWED_IMPORTS)

@@ -1,6 +1,7 @@
 """run_code: LLM-written Python in a fresh, isolated child process; what it would change comes back as
 effects (a diff), and nothing real changes here."""
 
+import ctypes.util
 import json
 import os
 import signal
@@ -26,6 +27,8 @@ try:
     PYSECCOMP_PATHS = [str(_location.parent if _location.name == "pyseccomp.py" else _location.parent.parent)]
 except ImportError:  # the child then runs without a seccomp filter and says so in its isolation report
     pass
+
+LIBRARIES = {name: ctypes.util.find_library(name) for name in ("c", "seccomp")}
 
 DEFAULT_LIMITS = {"memory_mb": 256, "output_chars": 20_000, "recursion": 1000}
 STDOUT_CAP_BYTES = 8_000_000
@@ -140,7 +143,9 @@ def run_code(
             "user_request": user_request,
             "limits": limits,
             "paths": [TINYDB_PATH, *PYSECCOMP_PATHS],
+            "libraries": {name: path for name, path in LIBRARIES.items() if path},
             "allowed_imports": sorted(policy.ALLOWED_IMPORTS),
+            "preload": policy.imported_modules(code) if not unsafe_disable_language_policy else [],
             "unsafe_disable_language_policy": unsafe_disable_language_policy,
         },
         default=str,

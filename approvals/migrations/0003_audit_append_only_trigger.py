@@ -20,12 +20,12 @@ DROP FUNCTION IF EXISTS countersign_audit_append_only();
 def create(apps, schema_editor):
     # PostgreSQL only: SQLite is for development, and its test flush deletes rows.
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE)
+        schema_editor.execute(CREATE, params=None)
 
 
 def drop(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP)
+        schema_editor.execute(DROP, params=None)
 
 
 class Migration(migrations.Migration):

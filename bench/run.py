@@ -1,0 +1,425 @@
+"""Countersign benchmarks: `make bench`.
+
+Each benchmark runs the real stack (Celery workers on Redis, uvicorn with websockets, the database in
+DATABASE_URL or a fresh SQLite file) and reports against a baseline measured in the same run, because the
+machine is shared and noisy. Results: a table on stdout, JSON in bench/results/, a summary with the
+machine described in docs/performance.md. Benchmarks never fail the build; missed goals are reported.
+"""
+
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))
+
+
+def bench_database_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        base, _, name = url.rpartition("/")
+        return f"{base}/{name.split('?')[0]}_bench"
+    return f"sqlite:///{ROOT / 'var' / 'bench.sqlite3'}"
+
+
+def prepare_environment() -> None:
+    os.environ["DATABASE_URL"] = bench_database_url()
+    os.environ.setdefault("SECRET_KEY", "bench-only-countersign-secret-key-0123456789abcdefghijklmnop")
+    os.environ["COUNTERSIGN_TOOL_MODULES"] = "tests.tools"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    os.environ["COUNTERSIGN_MAX_STEPS"] = "600"
+    os.environ["ALLOWED_HOSTS"] = "localhost,127.0.0.1,testserver"
+    os.environ.pop("OPENAI_BASE_URL", None)
+    os.environ.pop("OPENAI_API_KEY", None)
+    if os.environ["DATABASE_URL"].startswith("postgres"):
+        import psycopg
+
+        admin_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"
+        name = os.environ["DATABASE_URL"].rsplit("/", 1)[1]
+        with psycopg.connect(admin_url, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            connection.execute(f'CREATE DATABASE "{name}"')
+    else:
+        (ROOT / "var" / "bench.sqlite3").unlink(missing_ok=True)
+
+
+class Processes:
+    def __init__(self):
+        self.running: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], name: str) -> subprocess.Popen:
+        log = open(ROOT / "var" / f"bench-{name}.log", "w")  # noqa: SIM115 (closed with the process)
+        process = subprocess.Popen(args, cwd=ROOT, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.running.append(process)
+        return process
+
+    def worker(self, name: str, *, pool: str = "prefork", concurrency: int = 2) -> subprocess.Popen:
+        from project.celery import app
+
+        hostname = f"{name}@bench"
+        process = self.start(
+            [
+                str(BIN / "celery"),
+                "-A",
+                "project",
+                "worker",
+                "--pool",
+                pool,
+                "--concurrency",
+                str(concurrency),
+                "--hostname",
+                hostname,
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "WARNING",
+            ],
+            name,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(hostname in reply for reply in app.control.ping(timeout=0.5)):
+                return process
+        raise RuntimeError(f"worker {name} did not start")
+
+    def stop(self, process: subprocess.Popen | None = None) -> None:
+        for each in [process] if process else list(self.running):
+            if each.poll() is None:
+                each.terminate()
+                try:
+                    each.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    each.kill()
+            if each in self.running:
+                self.running.remove(each)
+
+
+def people():
+    from tests.conftest import make_user
+
+    return make_user("alice", "operator"), make_user("bob", "approver")
+
+
+def make_plan(steps: list[dict], goal: str):
+    """An approved plan with these steps (validation with a high step limit, so long chains fit)."""
+    from approvals.services import plan_decide
+    from planning import services
+    from planning.models import Goal, Plan
+    from planning.validation import validate_plan
+
+    alice, bob = people()
+    plan = Plan.objects.create(goal=Goal.objects.create(text=goal, requester=alice), status=Plan.Status.AWAITING_APPROVAL)
+    services.write_revision(plan, validate_plan({"steps": steps}, max_steps=1000), author=None, planner="human", reason="benchmark")
+    plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
+    return Plan.objects.get(pk=plan.pk)
+
+
+def step(key, tool, args=None, depends_on=()):
+    return {"key": key, "title": key, "tool": tool, "args": args or {}, "depends_on": list(depends_on)}
+
+
+def run_and_wait(plan, timeout: float = 600) -> float:
+    from planning import executor
+    from planning.models import Plan
+
+    started = time.perf_counter()
+    executor.plan_run(plan_id=plan.pk, actor=people()[0])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Plan.objects.values_list("status", flat=True).get(pk=plan.pk)
+        if status in {Plan.Status.SUCCEEDED, Plan.Status.FAILED, Plan.Status.CANCELLED}:
+            return time.perf_counter() - started
+        time.sleep(0.02)
+    raise RuntimeError(f"plan {plan.pk} did not finish within {timeout} s")
+
+
+def pct(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1)))))]
+
+
+# ---- the benchmarks -----------------------------------------------------------------------------------
+
+
+def bench_fanout(procs: Processes) -> dict:
+    worker = procs.worker("fanout", pool="threads", concurrency=17)
+    try:
+        parallel = [step(f"s{i}", "sleep_io", {"seconds": 1.0}) for i in range(16)] + [
+            step("join", "noop", depends_on=[f"s{i}" for i in range(16)])
+        ]
+        chained = [step(f"s{i}", "sleep_io", {"seconds": 1.0}, depends_on=[f"s{i - 1}"] if i else []) for i in range(16)] + [
+            step("join", "noop", depends_on=["s15"])
+        ]
+        fan_time = run_and_wait(make_plan(parallel, "fan-out"))
+        chain_time = run_and_wait(make_plan(chained, "chain"))
+    finally:
+        procs.stop(worker)
+    critical_path = 1.0
+    return {
+        "fanout_wall_s": round(fan_time, 3),
+        "chain_wall_s": round(chain_time, 3),
+        "critical_path_s": critical_path,
+        "wall_over_critical_path": round(fan_time / critical_path, 3),
+        "speedup_vs_chain": round(chain_time / fan_time, 2),
+        "goal": "wall / critical path <= 1.10",
+        "met": fan_time / critical_path <= 1.10,
+    }
+
+
+def bench_overhead(procs: Processes) -> dict:
+    from planning.models import Step
+    from project.celery import app
+
+    worker = procs.worker("overhead", pool="prefork", concurrency=1)
+    try:
+        # Baseline: a raw Celery round trip on the same Redis (a registered no-op task and its result).
+        raw = []
+        for _ in range(200):
+            started = time.perf_counter()
+            app.send_task("countersign.ping").get(timeout=10)
+            raw.append(time.perf_counter() - started)
+        plan = make_plan([step(f"s{i}", "noop", depends_on=[f"s{i - 1}"] if i else []) for i in range(200)], "overhead chain")
+        total = run_and_wait(plan)
+        rows = list(Step.objects.filter(plan=plan).order_by("position").values_list("started_at", "finished_at"))
+    finally:
+        procs.stop(worker)
+    per_step = [(rows[i][1] - rows[i - 1][1]).total_seconds() for i in range(1, len(rows))]
+    ratio = statistics.median(per_step) / statistics.median(raw)
+    return {
+        "steps": 200,
+        "total_s": round(total, 3),
+        "per_step_median_ms": round(statistics.median(per_step) * 1000, 2),
+        "per_step_p95_ms": round(pct(per_step, 0.95) * 1000, 2),
+        "raw_celery_median_ms": round(statistics.median(raw) * 1000, 2),
+        "raw_celery_p95_ms": round(pct(raw, 0.95) * 1000, 2),
+        "median_ratio_vs_raw": round(ratio, 2),
+        "goal": "per-step median <= 2x raw Celery round trip",
+        "met": ratio <= 2.0,
+    }
+
+
+def bench_live_progress(procs: Processes) -> dict:
+    import websockets
+    from django.db import transaction
+    from django.test import Client
+
+    from planning import progress
+    from planning.models import Step
+    from project.devstack import free_port, wait_for_port
+
+    port = free_port()
+    server = procs.start(
+        [str(BIN / "uvicorn"), "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"], "uvicorn"
+    )
+    wait_for_port(port, timeout=60, process=server)
+    plan = make_plan([step("s1", "noop")], "live progress")
+    client = Client()
+    client.force_login(people()[1])
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    received: list[float] = []
+    ready, done = threading.Event(), threading.Event()
+    count = 100
+
+    async def listen():
+        async with websockets.connect(
+            f"ws://127.0.0.1:{port}/ws/plans/{plan.pk}/", origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": cookie}
+        ) as socket:
+            await socket.recv()
+            ready.set()
+            while len(received) < count:
+                message = await asyncio.wait_for(socket.recv(), timeout=20)
+                if "bench-transition" in message:
+                    received.append(time.perf_counter())
+        done.set()
+
+    listener = threading.Thread(target=lambda: asyncio.run(listen()), daemon=True)
+    listener.start()
+    ready.wait(timeout=30)
+    committed: list[float] = []
+    for index in range(count):
+        with transaction.atomic():
+            Step.objects.filter(plan=plan, key="s1").update(note=f"transition {index}")
+            transaction.on_commit(lambda: committed.append(time.perf_counter()))
+            progress.announce(plan.pk, steps=["s1"], log=f"bench-transition {index}")
+        while len(received) <= index and listener.is_alive():
+            time.sleep(0.001)
+    done.wait(timeout=30)
+    procs.stop(server)
+    latencies = [(r - c) * 1000 for c, r in zip(committed, received, strict=False)]
+    return {
+        "transitions": len(latencies),
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p95_ms": round(pct(latencies, 0.95), 2),
+        "goal": "p95 <= 50 ms",
+        "met": pct(latencies, 0.95) <= 50,
+    }
+
+
+def bench_plan_page() -> dict:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client()
+    client.force_login(people()[0])
+    results = {}
+    for size in (10, 100, 500):
+        plan = make_plan([step(f"s{i}", "noop", depends_on=[f"s{i - 1}"] if i % 10 else []) for i in range(size)], f"page {size}")
+        timings = []
+        for _ in range(5):
+            with CaptureQueriesContext(connection) as queries:
+                started = time.perf_counter()
+                response = client.get(f"/plans/{plan.pk}/")
+                timings.append(time.perf_counter() - started)
+            assert response.status_code == 200
+        results[f"steps_{size}"] = {"median_ms": round(statistics.median(timings) * 1000, 1), "queries": len(queries)}
+    results["queries_constant"] = len({v["queries"] for k, v in results.items() if k.startswith("steps_")}) == 1
+    return results
+
+
+def bench_sandbox() -> dict:
+    from sandbox.runner import run_code
+
+    bare, cold = [], []
+    for _ in range(20):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - started)
+    for _ in range(20):
+        started = time.perf_counter()
+        result = run_code("answer_text = 'ok'\nSTATUS = 'success'", tables={})
+        cold.append(time.perf_counter() - started)
+        assert result.status == "ok"
+    median_ms = statistics.median(cold) * 1000
+    return {
+        "bare_python_median_ms": round(statistics.median(bare) * 1000, 1),
+        "run_code_cold_median_ms": round(median_ms, 1),
+        "run_code_cold_p95_ms": round(pct(cold, 0.95) * 1000, 1),
+        "ratio_vs_bare": round(median_ms / (statistics.median(bare) * 1000), 2),
+        "warm_pool": "none",
+        "goal": "cold median <= 50 ms",
+        "met": median_ms <= 50,
+    }
+
+
+def bench_load(procs: Processes) -> dict:
+    from planning import executor
+    from planning.models import Plan, Step, StepAttempt
+    from tests.tools import effects
+
+    workers = [procs.worker("load-a", pool="prefork", concurrency=2), procs.worker("load-b", pool="prefork", concurrency=2)]
+    try:
+        plans = [make_plan([step(f"s{i}", "record_effect", {"label": f"load-{n}-{i}"}) for i in range(10)], f"load {n}") for n in range(50)]
+        alice = people()[0]
+        started = time.perf_counter()
+        for plan in plans:
+            executor.plan_run(plan_id=plan.pk, actor=alice)
+        ids = [plan.pk for plan in plans]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if not Plan.objects.filter(pk__in=ids).exclude(status__in=[Plan.Status.SUCCEEDED, Plan.Status.FAILED]).exists():
+                break
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+    finally:
+        for worker in workers:
+            procs.stop(worker)
+    steps = Step.objects.filter(plan_id__in=ids).count()
+    attempts = StepAttempt.objects.filter(step__plan_id__in=ids).count()
+    executed = len([e for e in effects() if e["label"].startswith("load-")])
+    workers_used = len(set(StepAttempt.objects.filter(step__plan_id__in=ids).values_list("worker", flat=True)))
+    return {
+        "plans": 50,
+        "steps": steps,
+        "finished_plans": Plan.objects.filter(pk__in=ids, status=Plan.Status.SUCCEEDED).count(),
+        "wall_s": round(elapsed, 2),
+        "steps_per_s": round(steps / elapsed, 1),
+        "side_effects": executed,
+        "attempts": attempts,
+        "worker_processes_used": workers_used,
+        "no_step_twice": executed == steps and attempts == steps,
+        "met": executed == steps == attempts == 500,
+    }
+
+
+def machine() -> dict:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        platform.processor(),
+    )
+    memory_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
+    from django.db import connection
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "database": connection.vendor,
+        "redis": os.environ.get("REDIS_URL", ""),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def main() -> int:
+    prepare_environment()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    procs = Processes()
+    results: dict = {"machine": machine()}
+    plan = [
+        ("fanout", lambda: bench_fanout(procs)),
+        ("overhead", lambda: bench_overhead(procs)),
+        ("live_progress", lambda: bench_live_progress(procs)),
+        ("plan_page", bench_plan_page),
+        ("sandbox", bench_sandbox),
+        ("load", lambda: bench_load(procs)),
+    ]
+    only = set(sys.argv[1:])
+    try:
+        for name, run in plan:
+            if only and name not in only:
+                continue
+            started = time.perf_counter()
+            print(f"… {name}", flush=True)
+            try:
+                results[name] = run()
+            except Exception as error:  # noqa: BLE001 (a broken benchmark is reported, the others still run)
+                results[name] = {"error": f"{type(error).__name__}: {error}", "met": False}
+            results[name]["bench_s"] = round(time.perf_counter() - started, 1)
+            (RESULTS / f"{name}.json").write_text(json.dumps({"machine": results["machine"], name: results[name]}, indent=2, default=str))
+    finally:
+        procs.stop()
+    print_table(results)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+def print_table(results: dict) -> None:
+    print(f"\n{'benchmark':<14} {'result':<90} goal met")
+    for name, values in results.items():
+        if name == "machine":
+            continue
+        shown = ", ".join(f"{k}={v}" for k, v in values.items() if k not in {"goal", "met", "bench_s"} and not isinstance(v, dict))
+        if name == "plan_page":
+            shown = ", ".join(f"{k}: {v['median_ms']} ms/{v['queries']} q" for k, v in values.items() if isinstance(v, dict))
+        print(f"{name:<14} {shown[:90]:<90} {values.get('met', '')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
