@@ -23,6 +23,8 @@ RESULTS = ROOT / "bench" / "results"
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
+from project.devstack import ALL_QUEUES  # noqa: E402  (needs the path above)
+
 
 def bench_database_url() -> str:
     url = os.environ.get("DATABASE_URL", "")
@@ -73,6 +75,8 @@ class Processes:
                 "-A",
                 "project",
                 "worker",
+                "-Q",
+                ALL_QUEUES,
                 "--pool",
                 pool,
                 "--concurrency",

@@ -42,8 +42,11 @@ def _queue(step_id: int, countdown: float = 0) -> None:
 
     tool = registry.get(Step.objects.values_list("tool", flat=True).get(pk=step_id))
     timeout = tool.timeout_s if tool else 30
+    queue = settings.COUNTERSIGN_QUEUE_STEPS
     transaction.on_commit(
-        lambda: execute_step_task.apply_async((step_id,), countdown=countdown, soft_time_limit=timeout, time_limit=timeout + 10)
+        lambda: execute_step_task.apply_async(
+            (step_id,), countdown=countdown, soft_time_limit=timeout, time_limit=timeout + 10, queue=queue
+        )
     )
 
 

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every queue the app routes to (project/settings.py); a single local worker serves them all.
+ALL_QUEUES = "celery,planning,steps,sandbox"
 VAR = ROOT / "var"
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
@@ -132,7 +134,18 @@ def run() -> int:
             env=env,
         )
         stack.start(
-            [str(BIN / "celery"), "-A", "project", "worker", "--loglevel", "INFO", "--concurrency", env.get("WORKER_CONCURRENCY", "4")],
+            [
+                str(BIN / "celery"),
+                "-A",
+                "project",
+                "worker",
+                "-Q",
+                ALL_QUEUES,
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                env.get("WORKER_CONCURRENCY", "4"),
+            ],
             env=env,
         )
         stack.start(

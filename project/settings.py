@@ -217,3 +217,16 @@ COUNTERSIGN_AUDIT_HMAC_KEY = os.environ.get("COUNTERSIGN_AUDIT_HMAC_KEY", "")
 COUNTERSIGN_MODEL_PRICES = json.loads(
     os.environ.get("COUNTERSIGN_MODEL_PRICES", "") or '{"gpt-4.1-mini": [0.4, 1.6], "gpt-4.1": [2.0, 8.0], "gpt-4o-mini": [0.15, 0.6]}'
 )
+
+# --- Queues per workload (docs/deploy.md): workers can specialise with `celery worker -Q steps`.
+COUNTERSIGN_QUEUE_PLANNING = os.environ.get("COUNTERSIGN_QUEUE_PLANNING", "planning")
+COUNTERSIGN_QUEUE_STEPS = os.environ.get("COUNTERSIGN_QUEUE_STEPS", "steps")
+COUNTERSIGN_QUEUE_SANDBOX = os.environ.get("COUNTERSIGN_QUEUE_SANDBOX", "sandbox")
+CELERY_TASK_ROUTES = {
+    "planning.tasks.plan_generate_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
+    "planning.tasks.replan_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
+    "planning.tasks.compose_answer_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
+    "planning.tasks.execute_step_task": {"queue": COUNTERSIGN_QUEUE_STEPS},
+    "planning.tasks.dispatch_task": {"queue": COUNTERSIGN_QUEUE_STEPS},
+    "planning.tasks.code_dry_run_task": {"queue": COUNTERSIGN_QUEUE_SANDBOX},
+}

@@ -12,6 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 import tests.tools  # noqa: F401  (registers the test-only tools in this process too)
+from project.devstack import ALL_QUEUES
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,6 +167,8 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
             "-A",
             "project",
             "worker",
+            "-Q",
+            ALL_QUEUES,
             "--loglevel",
             "INFO",
             "--concurrency",
