@@ -36,10 +36,11 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
     data = data or {}
     actor_name = actor.get_username() if actor is not None else SYSTEM_ACTOR
     with transaction.atomic():
-        AuditHead.objects.get_or_create(pk=1)
         # Updating the head row first takes its row lock (PostgreSQL) or the write lock (SQLite) before
         # anything is read, so concurrent writers line up and the chain never forks.
-        AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1)
+        if not AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1):
+            AuditHead.objects.get_or_create(pk=1)
+            AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1)
         head = AuditHead.objects.get(pk=1)
         created_at = timezone.now()
         digest = event_hash(

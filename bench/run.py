@@ -460,7 +460,11 @@ def write_performance_doc(results: dict) -> None:
         if name == "machine":
             continue
         if name == "plan_page":
-            shown = "; ".join(f"{k.replace('steps_', '')} steps: {v['median_ms']} ms, {v['queries']} queries" for k, v in values.items() if isinstance(v, dict))
+            shown = "; ".join(
+                f"{k.replace('steps_', '')} steps: {v['median_ms']} ms, {v['queries']} queries"
+                for k, v in values.items()
+                if isinstance(v, dict)
+            )
             goal = "queries constant"
         else:
             shown = "; ".join(f"{k}={v}" for k, v in values.items() if k not in {"goal", "met", "bench_s"} and not isinstance(v, dict))

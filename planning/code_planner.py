@@ -111,16 +111,9 @@ def draft_code_plan(goal_text: str, *, tables: list[str] | None = None) -> Draft
     draft = Draft(steps=[], planner="llm", source="", model=settings.COUNTERSIGN_PLANNER_MODEL)
     problems: list[str] = []
     for attempt in range(1 + max(0, settings.COUNTERSIGN_REPAIR_ROUNDS)):
+        content = draft.ask(messages, temperature=0.2)
         try:
-            completion = llm.chat(messages, temperature=0.2)
-        except llm.LLMError as error:
-            raise PlanningFailed(str(error)) from error
-        draft.model = draft.source = completion.model
-        draft.tokens_in += completion.tokens_in
-        draft.tokens_out += completion.tokens_out
-        draft.latency_ms += completion.latency_ms
-        try:
-            code = extract_code(completion.content)
+            code = extract_code(content)
             problems = policy.check(code)
             if not problems:
                 draft.steps = validate_plan({"steps": [code_step(code, goal_text, tables)]})
@@ -131,7 +124,7 @@ def draft_code_plan(goal_text: str, *, tables: list[str] | None = None) -> Draft
         except PlanInvalid as invalid:
             problems = [str(issue) for issue in invalid.issues]
         messages += [
-            {"role": "assistant", "content": completion.content[:20_000]},
+            {"role": "assistant", "content": content[:20_000]},
             {
                 "role": "user",
                 "content": "That code cannot run here:\n- "

@@ -33,15 +33,15 @@ class PlanConsumer(AsyncWebsocketConsumer):
 
     async def plan_changed(self, event):
         fragment = await self._render(
-            steps=event.get("steps", []), everything=event.get("all", False), log=event.get("log"), at=event.get("at")
+            steps=event.get("steps", []), everything=event.get("all", False), logs=event.get("logs", []), at=event.get("at")
         )
         if fragment:
             await self.send(text_data=fragment)
 
     @database_sync_to_async
-    def _render(self, *, steps=(), everything=False, log=None, at=None) -> str | None:
+    def _render(self, *, steps=(), everything=False, logs=(), at=None) -> str | None:
         try:
             plan = get_plan_for_user(self.user, self.plan_id)
         except (PermissionDenied, Http404):
             return None
-        return render_live(plan, self.user, step_keys=None if everything else steps, log=log, at=at)
+        return render_live(plan, self.user, step_keys=None if everything else steps, logs=logs, at=at)

@@ -37,11 +37,12 @@ class StepRefused(Exception):
     """The step must not run (the plan changed, was cancelled, or the step is not queued)."""
 
 
-def _queue(step_id: int, countdown: float = 0) -> None:
+def _queue(step: Step, countdown: float = 0) -> None:
     from planning.tasks import execute_step_task
 
-    tool = registry.get(Step.objects.values_list("tool", flat=True).get(pk=step_id))
+    tool = registry.get(step.tool)
     timeout = tool.timeout_s if tool else 30
+    step_id = step.pk
     queue = settings.COUNTERSIGN_QUEUE_STEPS
     transaction.on_commit(
         lambda: execute_step_task.apply_async(
@@ -70,8 +71,10 @@ def valid_plan_approval(plan: Plan) -> Approval | None:
     )
 
 
-def _content_intact(plan: Plan, steps: list[Step]) -> bool:
-    return content_hash_of(steps) == plan.content_hash == plan.executing_hash
+def _step_intact(step: Step) -> bool:
+    """The step's row still holds what was approved (checked per step, so the cost does not grow with
+    the plan: the whole plan's hash is checked once, when the run starts)."""
+    return bool(step.approved_hash) and sha256_of(step.content()) == step.approved_hash
 
 
 # ---- starting, cancelling ---------------------------------------------------------------------------
@@ -97,8 +100,22 @@ def plan_run(*, plan_id: int, actor) -> Plan:
                 step.status, step.output, step.error, step.note = S.PENDING, None, "", ""
                 step.resolved_args, step.gate_hash = None, ""
                 step.queued_at = step.started_at = step.finished_at = step.deadline = None
+            step.approved_hash = sha256_of(step.content())
         Step.objects.bulk_update(
-            steps, ["status", "output", "error", "note", "resolved_args", "gate_hash", "queued_at", "started_at", "finished_at", "deadline"]
+            steps,
+            [
+                "status",
+                "output",
+                "error",
+                "note",
+                "resolved_args",
+                "gate_hash",
+                "queued_at",
+                "started_at",
+                "finished_at",
+                "deadline",
+                "approved_hash",
+            ],
         )
         plan.status, plan.executing_hash, plan.started_at, plan.finished_at = Plan.Status.RUNNING, plan.content_hash, timezone.now(), None
         plan.answer_text = ""
@@ -144,7 +161,7 @@ def dispatch(plan_id: int) -> None:
 
 def _dispatch_locked(plan: Plan, steps: list[Step]) -> None:
     by_key = {step.key: step for step in steps}
-    if not _content_intact(plan, steps):
+    if plan.content_hash != plan.executing_hash:
         _fail_plan(plan, steps, "The plan's content no longer matches the approved hash; execution stopped.")
         return
     outputs = {step.key: step.output for step in steps if step.status == S.SUCCEEDED}
@@ -160,6 +177,9 @@ def _dispatch_locked(plan: Plan, steps: list[Step]) -> None:
                 _finish(step, S.SKIPPED, note=f"Skipped: {blocked.key} {blocked.get_status_display().lower()}.")
                 changed = True
             elif all(d.status == S.SUCCEEDED for d in deps):
+                if not _step_intact(step):
+                    _fail_plan(plan, steps, f"Step {step.key} no longer matches the approved content; execution stopped.")
+                    return
                 _start(plan, step, outputs)
                 changed = changed or step.status in DONE
     if not any(step.status in OPEN for step in steps):
@@ -206,7 +226,7 @@ def _enqueue(plan: Plan, step: Step, timeout_s: float) -> None:
     step.deadline = now + timedelta(seconds=timeout_s + settings.COUNTERSIGN_DEADLINE_GRACE_S)
     step.save(update_fields=["status", "resolved_args", "queued_at", "deadline"])
     progress.announce(plan.pk, steps=[step.key])
-    _queue(step.pk)
+    _queue(step)
 
 
 def _finish(step: Step, status: str, *, note: str = "", error: str = "", output=None) -> None:
@@ -265,16 +285,12 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
     with transaction.atomic():
         # Lock order everywhere: the plan first, then its steps (anything else can deadlock on PostgreSQL).
         plan_id = Step.objects.values_list("plan_id", flat=True).get(pk=step_id)
-        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        plan = Plan.objects.select_for_update(of=("self",)).select_related("goal").get(pk=plan_id)
         step = Step.objects.select_for_update().get(pk=step_id)
         tool = registry.get(step.tool)
         if plan.status != Plan.Status.RUNNING or step.status not in {S.QUEUED, S.RUNNING}:
             return None
-        if (
-            plan.content_hash != plan.executing_hash
-            or valid_plan_approval(plan) is None
-            or content_hash_of(plan.steps.all()) != plan.executing_hash
-        ):
+        if plan.content_hash != plan.executing_hash or valid_plan_approval(plan) is None or not _step_intact(step):
             _finish(step, S.FAILED, error="Refused: the plan no longer matches the approved content.")
             return None
         previous = step.attempts.count()
@@ -322,10 +338,14 @@ def execute_step(step_id: int) -> str:
     except Exception as error:  # noqa: BLE001 (any tool failure is recorded on the step, never lost)
         return _attempt_failed(step, attempt, tool, error)
     with transaction.atomic():
+        # One transaction records the result and moves the plan on (plan lock first, then the steps).
+        plan = Plan.objects.select_for_update().get(pk=step.plan_id)
+        steps = list(plan.steps.select_for_update())
         StepAttempt.objects.filter(pk=attempt.pk).update(status="succeeded", finished_at=timezone.now())
-        step = Step.objects.select_for_update().get(pk=step.pk)
-        _finish(step, S.SUCCEEDED, output=output)
-    dispatch(step.plan_id)
+        finished = next(s for s in steps if s.pk == step.pk)
+        _finish(finished, S.SUCCEEDED, output=output)
+        if plan.status == Plan.Status.RUNNING:
+            _dispatch_locked(plan, steps)
     return "succeeded"
 
 
@@ -357,7 +377,7 @@ def _attempt_failed(step: Step, attempt: StepAttempt, tool, error: Exception) ->
             progress.announce(
                 step.plan_id, steps=[step.key], log=f"{step.key} attempt {attempt.number} failed ({message}); retrying in {delay:g} s."
             )
-            _queue(step.pk, countdown=delay)
+            _queue(step, countdown=delay)
         else:
             _finish(step, S.FAILED, error=message)
     if not retry:
@@ -467,7 +487,7 @@ def reconcile(now=None) -> dict:
                     action="step.requeued", plan_id=step.plan_id, step_key=step.key, data={"risk": step.risk, "reason": "past its deadline"}
                 )
                 progress.announce(step.plan_id, steps=[step.key], log=f"{step.key} was stuck past its deadline; queued again.")
-                _queue(step.pk)
+                _queue(step)
                 counts["requeued"] += 1
             else:
                 step.status, step.note = (

@@ -25,7 +25,7 @@ def step_controls(plan: Plan, user, authors: set[int]) -> dict:
     }
 
 
-def render_live(plan: Plan, user, *, step_keys=None, log: str | None = None, at: str | None = None) -> str:
+def render_live(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None) -> str:
     steps = list(plan.steps.all())
     authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
     shown = steps if step_keys is None else [s for s in steps if s.key in set(step_keys)]
@@ -33,7 +33,7 @@ def render_live(plan: Plan, user, *, step_keys=None, log: str | None = None, at:
         "plan": plan,
         "steps": shown,
         "progress": progress_of(steps),
-        "log": log,
+        "logs": list(logs),
         "at": parse_datetime(at) if at else None,
         "oob": True,
         "full": step_keys is None,

@@ -116,6 +116,7 @@ class Step(models.Model):
     note = models.CharField(max_length=300, blank=True, help_text="Why a step was skipped, cancelled or interrupted")
     resolved_args = models.JSONField(null=True, blank=True, help_text="Arguments after templates were filled in")
     gate_hash = models.CharField(max_length=64, blank=True, help_text="Hash of (step, tool, resolved args) a gate approval binds to")
+    approved_hash = models.CharField(max_length=64, blank=True, help_text="Hash of this step's content when its run started")
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -37,6 +37,18 @@ class Draft:
     latency_ms: int = 0
     repairs: int = 0
 
+    def ask(self, messages: list[dict], **options) -> str:
+        """One LLM round: its usage is added to the draft's; an unusable LLM is a planning failure."""
+        try:
+            completion = llm.chat(messages, **options)
+        except llm.LLMError as error:
+            raise PlanningFailed(str(error)) from error
+        self.model = self.source = completion.model
+        self.tokens_in += completion.tokens_in
+        self.tokens_out += completion.tokens_out
+        self.latency_ms += completion.latency_ms
+        return completion.content
+
 
 def draft_plan(goal_text: str, *, planner: str | None = None) -> Draft:
     choice = planner or (Plan.Planner.LLM if llm.is_configured() else Plan.Planner.PLAYBOOK)
@@ -136,16 +148,9 @@ def _llm_rounds(messages: list[dict], *, keep: list[dict] | None = None, planner
     rounds = 1 + max(0, settings.COUNTERSIGN_REPAIR_ROUNDS)
     problems: list[str] = []
     for attempt in range(rounds):
+        content = draft.ask(messages, response_format=response_format())
         try:
-            completion = llm.chat(messages, response_format=response_format())
-        except llm.LLMError as error:
-            raise PlanningFailed(str(error)) from error
-        draft.model = draft.source = completion.model
-        draft.tokens_in += completion.tokens_in
-        draft.tokens_out += completion.tokens_out
-        draft.latency_ms += completion.latency_ms
-        try:
-            answer = parse_answer(completion.content)
+            answer = parse_answer(content)
             if keep:
                 new = answer.get("steps") if isinstance(answer, dict) else None
                 answer = {
@@ -159,7 +164,7 @@ def _llm_rounds(messages: list[dict], *, keep: list[dict] | None = None, planner
         except ValueError as error:
             problems = [str(error)]
         messages += [
-            {"role": "assistant", "content": completion.content[:8000]},
+            {"role": "assistant", "content": content[:8000]},
             {
                 "role": "user",
                 "content": "That plan is invalid:\n- "

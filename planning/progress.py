@@ -1,11 +1,14 @@
 """Live progress: after a transition commits, tell the plan's websocket group what changed. Each
-subscriber's consumer renders the fragments for its own user (so controls follow their permissions)."""
+subscriber's consumer renders the fragments for its own user (so controls follow their permissions).
+
+Everything announced inside one transaction goes out as one message per plan when it commits (nothing
+if it rolls back), so a step's several transitions cost one round trip to Redis."""
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import os
+import threading
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
@@ -17,30 +20,72 @@ def plan_group(plan_id: int) -> str:
     return f"plan-{plan_id}"
 
 
+class _Batch:
+    """Events of one transaction, flushed by its on_commit hook."""
+
+    def __init__(self):
+        self.events: dict[int, dict] = {}
+
+    def add(self, plan_id: int, steps, log_line: str | None, all_steps: bool) -> None:
+        event = self.events.setdefault(
+            plan_id, {"type": "plan.changed", "plan_id": plan_id, "steps": [], "all": False, "logs": [], "at": timezone.now().isoformat()}
+        )
+        event["steps"].extend(key for key in steps if key not in event["steps"])
+        event["all"] = event["all"] or all_steps
+        if log_line:
+            event["logs"].append(log_line)
+
+    def flush(self) -> None:
+        for plan_id, event in self.events.items():
+            _send(plan_id, event)
+
+
 def announce(plan_id: int, *, steps=(), log: str | None = None, all_steps: bool = False) -> None:
-    event = {
-        "type": "plan.changed",
-        "plan_id": plan_id,
-        "steps": list(steps),
-        "all": all_steps,
-        "log": log,
-        "at": timezone.now().isoformat(),
-    }
-    transaction.on_commit(lambda: _send(plan_id, event))
+    connection = transaction.get_connection()
+    batch = getattr(connection, "_countersign_progress", None)
+    # A batch is reused only while its hook is still waiting on this transaction (not run, not discarded
+    # by a rollback).
+    if batch is None or not any(hook == batch.flush for _, hook, _ in connection.run_on_commit):
+        batch = _Batch()
+        connection._countersign_progress = batch
+        if connection.in_atomic_block:
+            transaction.on_commit(batch.flush)
+    batch.add(plan_id, steps, log, all_steps)
+    if not connection.in_atomic_block:
+        batch.flush()
+        connection._countersign_progress = None
+
+
+class _Sender:
+    """One event loop in a background thread sends every message, so the channel layer's Redis
+    connections are reused instead of being opened for each transition."""
+
+    def __init__(self):
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+
+    def submit(self, coroutine) -> None:
+        with self.lock:
+            if self.loop is None or self.loop.is_closed() or self.pid != os.getpid():
+                # A forked worker process starts its own loop; the parent's thread did not survive the fork.
+                self.loop, self.pid = asyncio.new_event_loop(), os.getpid()
+                threading.Thread(target=self.loop.run_forever, name="progress-sender", daemon=True).start()
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        future.add_done_callback(_log_failure)
+
+
+def _log_failure(future) -> None:
+    if future.exception() is not None:
+        log.warning("Could not broadcast progress: %s", future.exception())
+
+
+_sender = _Sender()
 
 
 def _send(plan_id: int, event: dict) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    try:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            async_to_sync(layer.group_send)(plan_group(plan_id), event)
-        else:
-            # Called from a thread that runs an event loop: send from a helper thread instead of blocking it.
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                pool.submit(async_to_sync(layer.group_send), plan_group(plan_id), event).result(timeout=10)
-    except Exception:  # noqa: BLE001 (live progress is best effort: the page shows the truth on reload)
-        log.warning("Could not broadcast progress for plan %s", plan_id, exc_info=True)
+    # Fire and forget, in order: live progress is best effort, and the page shows the truth on reload.
+    _sender.submit(layer.group_send(plan_group(plan_id), event))

@@ -291,7 +291,10 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     return _render_plan_body(request, plan, flash=text)
 
 
-def _run_action(request: HtmxHttpRequest, plan: Plan, perform, done: str) -> HttpResponse:
+def _perform(request: HtmxHttpRequest, plan: Plan, perform, *, done: str | None = None) -> HttpResponse:
+    """Run a service for an action button. Errors come back as the plan message (htmx) or a flash
+    message. With `done`, success re-renders the plan body; without it (gates, interrupted steps) the
+    live channel redraws the step, so an htmx request gets an empty 204."""
     try:
         perform()
     except services.ServiceError as error:
@@ -300,8 +303,11 @@ def _run_action(request: HtmxHttpRequest, plan: Plan, perform, done: str) -> Htt
             return redirect("plan_detail", plan_id=plan.pk)
         return _conflict(request, plan, error.message, status=error.status)
     if not request.htmx:
-        messages.success(request, done)
+        if done:
+            messages.success(request, done)
         return redirect("plan_detail", plan_id=plan.pk)
+    if done is None:
+        return HttpResponse(status=204)
     plan.refresh_from_db()
     return _render_plan_body(request, plan, flash=done)
 
@@ -309,34 +315,19 @@ def _run_action(request: HtmxHttpRequest, plan: Plan, perform, done: str) -> Htt
 @require_POST
 def code_refresh(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="edit")
-    return _run_action(request, plan, lambda: codeplans.refresh(plan_id=plan.pk, actor=request.user), "A fresh dry run is under way.")
+    return _perform(request, plan, lambda: codeplans.refresh(plan_id=plan.pk, actor=request.user), done="A fresh dry run is under way.")
 
 
 @require_POST
 def plan_run(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="run")
-    return _run_action(request, plan, lambda: executor.plan_run(plan_id=plan.pk, actor=request.user), "Run started.")
+    return _perform(request, plan, lambda: executor.plan_run(plan_id=plan.pk, actor=request.user), done="Run started.")
 
 
 @require_POST
 def plan_cancel(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="run")
-    return _run_action(request, plan, lambda: executor.plan_cancel(plan_id=plan.pk, actor=request.user), "Run cancelled.")
-
-
-def _step_action(request: HtmxHttpRequest, plan: Plan, perform) -> HttpResponse:
-    """Gate decisions and interrupted-step choices: the live channel redraws the step, so an htmx
-    request only needs an empty success or the message."""
-    try:
-        perform()
-    except services.ServiceError as error:
-        if not request.htmx:
-            messages.error(request, error.message)
-            return redirect("plan_detail", plan_id=plan.pk)
-        return _conflict(request, plan, error.message, status=error.status)
-    if not request.htmx:
-        return redirect("plan_detail", plan_id=plan.pk)
-    return HttpResponse(status=204)
+    return _perform(request, plan, lambda: executor.plan_cancel(plan_id=plan.pk, actor=request.user), done="Run cancelled.")
 
 
 @require_POST
@@ -345,7 +336,7 @@ def gate_decide(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpRespons
     approve = request.POST.get("approve") == "yes"
     gate_hash = request.POST.get("gate_hash") or None
     comment = request.POST.get("comment", "")[:5000]
-    return _step_action(
+    return _perform(
         request,
         plan,
         lambda: executor.gate_decide(plan_id=plan.pk, key=key, actor=request.user, approve=approve, comment=comment, gate_hash=gate_hash),
@@ -356,7 +347,7 @@ def gate_decide(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpRespons
 def step_resolve(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="run")
     retry = request.POST.get("action") == "retry"
-    return _step_action(request, plan, lambda: executor.interrupted_resolve(plan_id=plan.pk, key=key, actor=request.user, retry=retry))
+    return _perform(request, plan, lambda: executor.interrupted_resolve(plan_id=plan.pk, key=key, actor=request.user, retry=retry))
 
 
 @require_GET
