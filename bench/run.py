@@ -156,8 +156,11 @@ def pct(values: list[float], fraction: float) -> float:
 
 
 def bench_fanout(procs: Processes) -> dict:
+    from project.celery import app
+
     worker = procs.worker("fanout", pool="threads", concurrency=17)
     try:
+        app.send_task("countersign.ping").get(timeout=10)  # a warm broker connection, as a web process has
         parallel = [step(f"s{i}", "sleep_io", {"seconds": 1.0}) for i in range(16)] + [
             step("join", "noop", depends_on=[f"s{i}" for i in range(16)])
         ]

@@ -33,10 +33,6 @@ OPEN = {S.PENDING, S.WAITING_APPROVAL, S.QUEUED, S.RUNNING, S.INTERRUPTED}
 DONE = {S.SUCCEEDED, S.FAILED, S.SKIPPED, S.CANCELLED}
 
 
-class StepRefused(Exception):
-    """The step must not run (the plan changed, was cancelled, or the step is not queued)."""
-
-
 def _queue(step: Step, countdown: float = 0) -> None:
     from planning.tasks import execute_step_task
 
@@ -279,20 +275,21 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
-    """Mark the step running and commit an attempt row before the tool runs. None when the step must
-    not run now (already done, plan changed or cancelled, or a non-idempotent attempt already began)."""
+def _claim(step_id: int) -> tuple[Step, StepAttempt] | str:
+    """Mark the step running and commit an attempt row before the tool runs. Otherwise say why not:
+    "refused" (not runnable now: done, cancelled, or a non-idempotent attempt already began) or
+    "failed" (the plan no longer matches its approval)."""
     with transaction.atomic():
-        # Lock order everywhere: the plan first, then its steps (anything else can deadlock on PostgreSQL).
-        plan_id = Step.objects.values_list("plan_id", flat=True).get(pk=step_id)
-        plan = Plan.objects.select_for_update(of=("self",)).select_related("goal").get(pk=plan_id)
+        # Only the step's row is locked: parallel steps of one plan start without queueing on the plan's
+        # lock. A cancel takes the plan's lock and then the steps', so it waits for this claim or sees it.
         step = Step.objects.select_for_update().get(pk=step_id)
+        plan = Plan.objects.select_related("goal").get(pk=step.plan_id)
         tool = registry.get(step.tool)
         if plan.status != Plan.Status.RUNNING or step.status not in {S.QUEUED, S.RUNNING}:
-            return None
+            return "refused"
         if plan.content_hash != plan.executing_hash or valid_plan_approval(plan) is None or not _step_intact(step):
             _finish(step, S.FAILED, error="Refused: the plan no longer matches the approved content.")
-            return None
+            return "failed"
         previous = step.attempts.count()
         if step.status == S.RUNNING and not (tool and tool.idempotent):
             # The task came back while its attempt was under way (the worker died): running it again could
@@ -301,7 +298,7 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
             step.save(update_fields=["status", "note"])
             audit.record(action="step.interrupted", plan_id=plan.pk, step_key=step.key, data={"risk": step.risk, "attempts": previous})
             progress.announce(plan.pk, steps=[step.key], log=f"{step.key} interrupted: a previous attempt may have run.")
-            return None
+            return "refused"
         number = previous + 1
         key = f"{plan.executing_hash[:16]}:{step.key}:{plan.replan_count}:{step.queued_at.timestamp() if step.queued_at else 0}"
         if tool and tool.idempotent:
@@ -314,7 +311,7 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
             step.save(update_fields=["status", "note"])
             audit.record(action="step.interrupted", plan_id=plan.pk, step_key=step.key, data={"risk": step.risk, "attempt_key": key})
             progress.announce(plan.pk, steps=[step.key], log=f"{step.key} interrupted: its attempt had already started.")
-            return None
+            return "refused"
         step.status, step.started_at = S.RUNNING, step.started_at or timezone.now()
         step.save(update_fields=["status", "started_at"])
         audit.record(
@@ -329,8 +326,10 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | None:
 
 def execute_step(step_id: int) -> str:
     claimed = _claim(step_id)
-    if claimed is None:
-        return "refused"
+    if claimed == "failed":
+        dispatch(Step.objects.values_list("plan_id", flat=True).get(pk=step_id))
+    if isinstance(claimed, str):
+        return claimed
     step, attempt = claimed
     tool = registry.get(step.tool)
     try:
@@ -338,15 +337,23 @@ def execute_step(step_id: int) -> str:
     except Exception as error:  # noqa: BLE001 (any tool failure is recorded on the step, never lost)
         return _attempt_failed(step, attempt, tool, error)
     with transaction.atomic():
-        # One transaction records the result and moves the plan on (plan lock first, then the steps).
-        plan = Plan.objects.select_for_update().get(pk=step.plan_id)
-        steps = list(plan.steps.select_for_update())
         StepAttempt.objects.filter(pk=attempt.pk).update(status="succeeded", finished_at=timezone.now())
-        finished = next(s for s in steps if s.pk == step.pk)
-        _finish(finished, S.SUCCEEDED, output=output)
-        if plan.status == Plan.Status.RUNNING:
-            _dispatch_locked(plan, steps)
+        step = Step.objects.select_for_update().get(pk=step.pk)
+        _finish(step, S.SUCCEEDED, output=output)
+    if _has_work(step.plan_id):
+        dispatch(step.plan_id)
     return "succeeded"
+
+
+def _has_work(plan_id: int) -> bool:
+    """Whether a dispatch would do anything: a pending step whose dependencies are all done, or nothing
+    left open (the plan must be finalised). Read without locks after our own commit: of two steps that
+    finish together, the one that looks last sees the other's commit, so a ready step is never missed."""
+    rows = list(Step.objects.filter(plan_id=plan_id).values_list("key", "status", "depends_on"))
+    status = {key: state for key, state, _ in rows}
+    if not any(state in OPEN for state in status.values()):
+        return True
+    return any(state == S.PENDING and all(status.get(dep) in DONE for dep in deps) for _, state, deps in rows)
 
 
 def _attempt_failed(step: Step, attempt: StepAttempt, tool, error: Exception) -> str:

@@ -16,11 +16,6 @@ def execute_step_task(step_id: int) -> str:
     return executor.execute_step(step_id)
 
 
-@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
-def dispatch_task(plan_id: int) -> None:
-    executor.dispatch(plan_id)
-
-
 @shared_task(acks_late=True, soft_time_limit=300, time_limit=330)
 def replan_task(plan_id: int) -> str:
     return aftermath.replan(plan_id).status

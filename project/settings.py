@@ -227,6 +227,5 @@ CELERY_TASK_ROUTES = {
     "planning.tasks.replan_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
     "planning.tasks.compose_answer_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
     "planning.tasks.execute_step_task": {"queue": COUNTERSIGN_QUEUE_STEPS},
-    "planning.tasks.dispatch_task": {"queue": COUNTERSIGN_QUEUE_STEPS},
     "planning.tasks.code_dry_run_task": {"queue": COUNTERSIGN_QUEUE_SANDBOX},
 }
