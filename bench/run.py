@@ -23,7 +23,7 @@ RESULTS = ROOT / "bench" / "results"
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-from project.devstack import ALL_QUEUES  # noqa: E402  (needs the path above)
+from project.devstack import worker_command  # noqa: E402  (needs the path above)
 
 
 def bench_database_url() -> str:
@@ -70,24 +70,7 @@ class Processes:
 
         hostname = f"{name}@bench"
         process = self.start(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "project",
-                "worker",
-                "-Q",
-                ALL_QUEUES,
-                "--pool",
-                pool,
-                "--concurrency",
-                str(concurrency),
-                "--hostname",
-                hostname,
-                "--without-gossip",
-                "--without-mingle",
-                "-l",
-                "WARNING",
-            ],
+            worker_command(hostname=hostname, pool=pool, concurrency=concurrency),
             name,
         )
         deadline = time.monotonic() + 60

@@ -136,6 +136,14 @@ def _render_plan_body(request, plan: Plan, *, status: int = 200, **extra) -> Htt
     return render(request, "planning/plan_detail.html#plan-body", _plan_context(request, plan, **extra), status=status)
 
 
+def _refused(request: HtmxHttpRequest, plan: Plan, message: str, status: int) -> HttpResponse:
+    """A refused action: the plan's message area (htmx) or a flash message on the plan page."""
+    if not request.htmx:
+        messages.error(request, message)
+        return redirect("plan_detail", plan_id=plan.pk)
+    return _conflict(request, plan, message, status=status)
+
+
 def _conflict(request, plan: Plan, message: str, status: int = 409) -> HttpResponse:
     response = render(request, "planning/_plan_message.html", {"message": message, "kind": "conflict", "plan": plan}, status=status)
     return retarget(reswap(response, "outerHTML"), "#plan-messages")
@@ -176,10 +184,7 @@ def _apply_edit(request: HtmxHttpRequest, plan: Plan, perform, *, form=None, for
         response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": form_key}, status=422)
         return retarget(reswap(response, "outerHTML"), f"#step-{form_key or 'new'}")
     except services.ServiceError as error:
-        if not request.htmx:
-            messages.error(request, error.message)
-            return redirect("plan_detail", plan_id=plan.pk)
-        return _conflict(request, plan, error.message, status=error.status)
+        return _refused(request, plan, error.message, error.status)
     if not request.htmx:
         messages.success(request, f"Saved as revision {plan.revision}.")
         return redirect("plan_detail", plan_id=plan.pk)
@@ -279,10 +284,7 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
             comment=data["comment"],
         )
     except services.ServiceError as error:
-        if not request.htmx:
-            messages.error(request, error.message)
-            return redirect("plan_detail", plan_id=plan.pk)
-        return _conflict(request, plan, error.message, status=error.status)
+        return _refused(request, plan, error.message, error.status)
     text = f"You {approval.get_decision_display().lower()} revision {approval.revision}."
     if not request.htmx:
         messages.success(request, text)
@@ -298,10 +300,7 @@ def _perform(request: HtmxHttpRequest, plan: Plan, perform, *, done: str | None 
     try:
         perform()
     except services.ServiceError as error:
-        if not request.htmx:
-            messages.error(request, error.message)
-            return redirect("plan_detail", plan_id=plan.pk)
-        return _conflict(request, plan, error.message, status=error.status)
+        return _refused(request, plan, error.message, error.status)
     if not request.htmx:
         if done:
             messages.success(request, done)

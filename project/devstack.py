@@ -24,6 +24,29 @@ PYTHON = sys.executable
 BIN = Path(PYTHON).parent
 
 
+def worker_command(
+    *, hostname: str | None = None, pool: str = "prefork", concurrency: int = 2, queues: str = ALL_QUEUES, loglevel: str = "WARNING"
+) -> list[str]:
+    """The Celery worker command line that make run, the tests and the benchmarks all start."""
+    command = [
+        str(BIN / "celery"),
+        "-A",
+        "project",
+        "worker",
+        "-Q",
+        queues,
+        "--pool",
+        pool,
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        loglevel,
+    ]
+    if hostname:
+        command += ["--hostname", hostname, "--without-gossip", "--without-mingle"]
+    return command
+
+
 def free_port(preferred: int | None = None) -> int:
     for port in ([preferred] if preferred else []) + [0]:
         with socket.socket() as sock:
@@ -133,21 +156,7 @@ def run() -> int:
             [str(BIN / "uvicorn"), "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
             env=env,
         )
-        stack.start(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "project",
-                "worker",
-                "-Q",
-                ALL_QUEUES,
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                env.get("WORKER_CONCURRENCY", "4"),
-            ],
-            env=env,
-        )
+        stack.start(worker_command(concurrency=int(env.get("WORKER_CONCURRENCY", "4")), loglevel="INFO"), env=env)
         stack.start(
             [str(BIN / "celery"), "-A", "project", "beat", "--loglevel", "WARNING", "--schedule", str(VAR / "celerybeat-schedule")], env=env
         )

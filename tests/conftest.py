@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 import tests.tools  # noqa: F401  (registers the test-only tools in this process too)
-from project.devstack import ALL_QUEUES
+from project.devstack import worker_command
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,22 +162,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
         )
     hostname = f"test-worker-{os.getpid()}@%h"
     process = subprocess.Popen(
-        [
-            str(BIN / "celery"),
-            "-A",
-            "project",
-            "worker",
-            "-Q",
-            ALL_QUEUES,
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-            "--hostname",
-            hostname,
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_command(hostname=hostname, concurrency=2, loglevel="INFO"),
         cwd=ROOT,
         env=env,
         stdout=log.open("w"),

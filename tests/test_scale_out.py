@@ -7,7 +7,8 @@ import pytest
 
 from planning import executor
 from planning.models import Plan, StepAttempt
-from tests.conftest import BIN, ROOT, make_user, stop_process, subprocess_env, wait_until
+from project.devstack import worker_command
+from tests.conftest import ROOT, make_user, stop_process, subprocess_env, wait_until
 from tests.test_execution import approved_plan, step
 from tests.tools import effects
 
@@ -25,20 +26,7 @@ def two_workers(transactional_db, settings, tmp_path):
         log = (tmp_path / f"{name}.log").open("w")
         processes.append(
             subprocess.Popen(
-                [
-                    str(BIN / "celery"),
-                    "-A",
-                    "project",
-                    "worker",
-                    "-Q",
-                    queue,
-                    "--concurrency",
-                    "2",
-                    "--hostname",
-                    f"{name}@%h",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
+                worker_command(hostname=f"{name}@%h", queues=queue, concurrency=2),
                 cwd=ROOT,
                 env=env,
                 stdout=log,
