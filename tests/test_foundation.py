@@ -111,3 +111,13 @@ def test_check_deploy_reports_nothing_with_production_values():
     )
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+def test_missing_plans_and_forbidden_actions_get_readable_pages(client, carol):
+    client.force_login(carol)
+    missing = client.get("/plans/987654/")
+    assert missing.status_code == 404 and "Nothing here" in missing.content.decode() and "Back to the inbox" in missing.content.decode()
+    forbidden = client.post("/goals/", {"text": "x"})
+    assert forbidden.status_code in {302, 403}
+    refused = client.post("/plans/1/steps/s1/delete/", {"revision": 1})
+    assert refused.status_code == 403 and "Only operators can edit plans." in refused.content.decode()
