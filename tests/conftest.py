@@ -179,14 +179,35 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
         stop_process(process)
         raise RuntimeError(f"Celery worker did not answer a ping in 60 s:\n{log.read_text()}")
     process.log_path = log
+    process.hostname = expected
     yield process
     stop_process(process)
 
 
 @pytest.fixture
 def celery_worker(celery_worker_process, transactional_db):
-    """Tests that hand work to the worker commit their data, so the worker's connection sees it."""
-    return celery_worker_process
+    """Tests that hand work to the worker commit their data, so the worker's connection sees it.
+    Afterwards the worker must be idle before the database is flushed: work a test set off (an answer,
+    a replan, a requeued step) would otherwise write while the tables are being truncated."""
+    yield celery_worker_process
+    wait_for_idle_worker(celery_worker_process.hostname)
+
+
+def wait_for_idle_worker(hostname: str, timeout: float = 30.0) -> None:
+    import redis
+    from django.conf import settings
+
+    from project.celery import app
+    from project.devstack import ALL_QUEUES
+
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+    inspector = app.control.inspect(destination=[hostname], timeout=1.0)
+    deadline, quiet = time.monotonic() + timeout, 0
+    while time.monotonic() < deadline and quiet < 2:
+        queued = sum(broker.llen(queue) for queue in ALL_QUEUES.split(","))
+        busy = [inspector.active() or {}, inspector.reserved() or {}, inspector.scheduled() or {}]
+        idle = queued == 0 and not any(tasks for replies in busy for tasks in replies.values())
+        quiet = quiet + 1 if idle else 0
 
 
 @pytest.fixture(scope="session")
