@@ -2,6 +2,7 @@
 effects (a diff), and nothing real changes here."""
 
 import ctypes.util
+import functools
 import json
 import os
 import signal
@@ -28,7 +29,13 @@ try:
 except ImportError:  # the child then runs without a seccomp filter and says so in its isolation report
     pass
 
-LIBRARIES = {name: ctypes.util.find_library(name) for name in ("c", "seccomp")}
+@functools.cache
+def libraries() -> dict[str, str]:
+    """Shared libraries the child may need (found once per process, on first use: find_library runs
+    ldconfig, which is slow)."""
+    found = {name: ctypes.util.find_library(name) for name in ("c", "seccomp")}
+    return {name: path for name, path in found.items() if path}
+
 
 DEFAULT_LIMITS = {"memory_mb": 256, "output_chars": 20_000, "recursion": 1000}
 STDOUT_CAP_BYTES = 8_000_000
@@ -143,7 +150,7 @@ def run_code(
             "user_request": user_request,
             "limits": limits,
             "paths": [TINYDB_PATH, *PYSECCOMP_PATHS],
-            "libraries": {name: path for name, path in LIBRARIES.items() if path},
+            "libraries": libraries(),
             "allowed_imports": sorted(policy.ALLOWED_IMPORTS),
             "preload": policy.imported_modules(code) if not unsafe_disable_language_policy else [],
             "unsafe_disable_language_policy": unsafe_disable_language_policy,
