@@ -96,23 +96,10 @@ def plan_generate(*, plan_id: int) -> Plan:
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         if plan.status != Plan.Status.PLANNING:
             return plan
-        plan.steps.all().delete()
-        Step.objects.bulk_create([Step(plan=plan, position=index, **step) for index, step in enumerate(draft.steps)])
-        plan.revision += 1
-        plan.content_hash = content_hash_of(draft.steps)
-        plan.status = Plan.Status.AWAITING_APPROVAL
         plan.planner, plan.planner_source, plan.model = draft.planner, draft.source, draft.model
         plan.tokens_in, plan.tokens_out, plan.latency_ms = draft.tokens_in, draft.tokens_out, draft.latency_ms
         plan.failure_reason = ""
-        plan.save()
-        PlanRevision.objects.create(
-            plan=plan,
-            number=plan.revision,
-            content=plan_content(draft.steps),
-            content_hash=plan.content_hash,
-            planner=draft.planner,
-            reason=f"Proposed by {draft.source}",
-        )
+        write_revision(plan, draft.steps, author=None, planner=draft.planner, reason=f"Proposed by {draft.source}")
         audit.record(
             action="plan.proposed",
             plan_id=plan.pk,

@@ -29,6 +29,7 @@ try:
 except ImportError:  # the child then runs without a seccomp filter and says so in its isolation report
     pass
 
+
 @functools.cache
 def libraries() -> dict[str, str]:
     """Shared libraries the child may need (found once per process, on first use: find_library runs

@@ -2,7 +2,6 @@
 names the cause, nothing happens outside, and the next run works."""
 
 import os
-import socket
 import textwrap
 
 import pytest
@@ -126,14 +125,6 @@ def test_resource_attacks_end_contained_and_name_the_cause(code, statuses, limit
     assert result.duration_ms < 10_000
     follow_up = run_code("answer_text = 'still here'\nSTATUS = 'success'", tables={})
     assert follow_up.status == "ok" and follow_up.answer_text == "still here"
-
-
-def test_redis_and_database_stay_reachable_for_us_after_attacks():
-    # The attacks above ran in children; this process's own connections are untouched.
-    with socket.create_connection(
-        ("127.0.0.1", int(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379").rsplit(":", 1)[1].split("/")[0])), timeout=2
-    ):
-        pass
 
 
 def test_tables_are_copies_and_changes_come_back_as_effects():

@@ -8,7 +8,7 @@ Tools can also be registered at run time (for example from an MCP server) with `
 import inspect
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -29,7 +29,6 @@ class Tool:
     risk: Risk = DEFAULT_RISK
     idempotent: bool = False
     timeout_s: float = 30.0
-    tags: tuple[str, ...] = field(default=())
 
     def args_schema(self) -> dict:
         schema = self.args_model.model_json_schema()
