@@ -7,7 +7,7 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals and audit"
 
     def ready(self):
-        from project.roles import sync_role_groups
+        from core.roles import sync_role_groups
 
         # Permissions only exist after post_migrate, so the role groups are built then (idempotent).
         post_migrate.connect(sync_role_groups, dispatch_uid="countersign-role-groups")

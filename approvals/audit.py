@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from project.canonical import sha256_of
+from core.canonical import sha256_of
 
 from .models import AuditEvent, AuditHead
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from approvals import audit
 from planning import progress
 from planning.models import Goal, Plan, Step
-from project.canonical import sha256_of
+from core.canonical import sha256_of
 from sandbox import services as sandbox_services
 from sandbox.models import DryRun
 

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from planning.models import Playbook
-from project.roles import DEMO_USERS
+from core.roles import DEMO_USERS
 from sandbox.models import DataRow, DataTable
 
 INVENTORY = [

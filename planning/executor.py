@@ -24,7 +24,7 @@ from planning.expressions import ExpressionError, evaluate_condition, resolve_te
 from planning.models import Plan, Step, StepAttempt, content_hash_of
 from planning.services import ServiceError
 from planning.tools.registry import ToolError, readable_validation_errors, registry
-from project.canonical import sha256_of
+from core.canonical import sha256_of
 
 log = logging.getLogger(__name__)
 

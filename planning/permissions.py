@@ -4,7 +4,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from planning.models import Plan
-from project.roles import CAPABILITIES
+from core.roles import CAPABILITIES
 
 MESSAGES = {
     "view": "You may not view plans.",

@@ -1,4 +1,4 @@
-from project.roles import roles_of
+from core.roles import roles_of
 
 
 def roles(request):

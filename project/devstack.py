@@ -162,7 +162,7 @@ def run() -> int:
         )
         wait_for_port(port, timeout=60, process=web)
         wait_for_worker(env, stack)
-        from project.roles import DEMO_USERS
+        from core.roles import DEMO_USERS
 
         print(f"\nCountersign is running at http://127.0.0.1:{port}/   (health: http://127.0.0.1:{port}/healthz)")
         print(f"Redis: {env['REDIS_URL']}{' (embedded)' if not os.environ.get('REDIS_URL') else ''}")

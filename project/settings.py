@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "core",
     "approvals",
     "sandbox",
     "planning",

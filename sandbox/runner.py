@@ -15,7 +15,7 @@ from pathlib import Path
 
 import tinydb
 
-from project.canonical import sha256_of
+from core.canonical import sha256_of
 from sandbox import policy
 
 CHILD = Path(__file__).with_name("child.py")

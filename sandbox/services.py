@@ -7,7 +7,7 @@ import json
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from project.canonical import sha256_of
+from core.canonical import sha256_of
 from sandbox.models import DataRow, DataTable, DryRun
 from sandbox.runner import run_code
 

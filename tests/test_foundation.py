@@ -77,7 +77,7 @@ def test_login_page_and_healthz_are_public(client, db):
 
 
 def test_demo_user_can_log_in_with_printed_password(client, demo_data):
-    from project.roles import DEMO_USERS
+    from core.roles import DEMO_USERS
 
     username, _, password = next(u for u in DEMO_USERS if u[0] == "bob")
     response = client.post(reverse("login"), {"username": username, "password": password})
