@@ -1,17 +1,8 @@
 """Risk policy and the four-eyes rule."""
 
 from django.conf import settings
-from django.db import models
 
-
-class Risk(models.TextChoices):
-    LOW = "low", "Low"
-    MEDIUM = "medium", "Medium"
-    HIGH = "high", "High"
-
-
-# A tool that declares nothing is treated as the most dangerous kind.
-DEFAULT_RISK = Risk.HIGH
+from core.risk import Risk
 
 
 def needs_runtime_gate(risk: str) -> bool:

@@ -1,75 +1,12 @@
-"""Countersigning: decisions bound to the exact revision hash on screen, under the four-eyes rule."""
+"""Writes on approvals that do not depend on who owns the approved thing."""
 
-from django.db import transaction
+from django.utils import timezone
 
-from approvals import audit
 from approvals.models import Approval
-from approvals.policy import four_eyes_violation
-from planning import codeplans
-from planning.models import Plan, PlanRevision
-from planning.permissions import user_can
-from planning.services import ServiceError, StaleRevision
-
-DECISION_ACTIONS = {
-    Approval.Decision.APPROVED: "plan.approved",
-    Approval.Decision.REJECTED: "plan.rejected",
-    Approval.Decision.CHANGES_REQUESTED: "plan.changes_requested",
-}
 
 
-def revision_authors(plan: Plan) -> set[int]:
-    return set(PlanRevision.objects.filter(plan=plan, author__isnull=False).values_list("author_id", flat=True))
-
-
-def approval_blocker(*, plan: Plan, user, authors: set[int] | None = None) -> str | None:
-    """Why `user` cannot decide on `plan` now, or None when they can."""
-    if not user_can(user, "approve"):
-        return "Only approvers can countersign plans."
-    if plan.status != Plan.Status.AWAITING_APPROVAL:
-        return f"The plan is {plan.get_status_display().lower()}, not awaiting approval."
-    return four_eyes_violation(
-        approver=user, author_ids=revision_authors(plan) if authors is None else authors, requester_id=plan.goal.requester_id
+def plan_approvals_void(*, plan_id: int, reason: str) -> int:
+    """Void every live countersignature of a plan (its content or its diff changed). Returns how many."""
+    return Approval.objects.filter(plan_id=plan_id, kind=Approval.Kind.PLAN, voided_at__isnull=True).update(
+        voided_at=timezone.now(), void_reason=reason[:200]
     )
-
-
-def plan_decide(*, plan_id: int, actor, revision: int, content_hash: str | None, decision: str, comment: str = "") -> Approval:
-    if decision not in DECISION_ACTIONS:
-        raise ServiceError("Decide approved, rejected or changes_requested.", status=422)
-    comment = (comment or "").strip()
-    if decision != Approval.Decision.APPROVED and not comment:
-        raise ServiceError("Say why in a comment, so the operator knows what to change.", status=422)
-    with transaction.atomic():
-        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
-        dry_run = codeplans.current_dry_run(plan) if codeplans.is_code_plan(plan) else None
-        expected = codeplans.approval_hash(plan, dry_run)
-        if revision != plan.revision or (content_hash is not None and content_hash not in {expected, plan.content_hash}):
-            raise StaleRevision(plan.revision)
-        if content_hash is not None and content_hash != expected:
-            raise ServiceError("The dry-run diff changed since you looked; reload the plan.", status=409)
-        blocker = approval_blocker(plan=plan, user=actor)
-        if blocker:
-            raise ServiceError(blocker, status=403 if "approvers" in blocker or "Four-eyes" in blocker else 409)
-        code_blocker = codeplans.approval_blocker(plan, dry_run)
-        if code_blocker and decision == Approval.Decision.APPROVED:
-            raise ServiceError(code_blocker, status=409)
-        approval = Approval.objects.create(
-            plan=plan,
-            kind=Approval.Kind.PLAN,
-            decision=decision,
-            comment=comment[:5000],
-            approver=actor,
-            revision=plan.revision,
-            content_hash=expected,
-        )
-        if decision == Approval.Decision.APPROVED:
-            plan.status = Plan.Status.APPROVED
-        elif decision == Approval.Decision.REJECTED:
-            plan.status = Plan.Status.REJECTED
-        plan.save(update_fields=["status", "updated_at"])
-        audit.record(
-            action=DECISION_ACTIONS[decision],
-            actor=actor,
-            plan_id=plan.pk,
-            data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000]},
-        )
-    return approval

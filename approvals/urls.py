@@ -5,5 +5,4 @@ from approvals import views
 urlpatterns = [
     path("audit/", views.history, name="audit_history"),
     re_path(r"^audit/export\.(?P<file_format>csv|json)$", views.export, name="audit_export"),
-    path("metrics/", views.metrics_page, name="metrics"),
 ]

@@ -99,15 +99,15 @@ def people():
 
 def make_plan(steps: list[dict], goal: str):
     """An approved plan with these steps (validation with a high step limit, so long chains fit)."""
-    from approvals.services import plan_decide
     from planning import services
     from planning.models import Goal, Plan
+    from planning.review import plan_decision_record
     from planning.validation import validate_plan
 
     alice, bob = people()
     plan = Plan.objects.create(goal=Goal.objects.create(text=goal, requester=alice), status=Plan.Status.AWAITING_APPROVAL)
     services.write_revision(plan, validate_plan({"steps": steps}, max_steps=1000), author=None, planner="human", reason="benchmark")
-    plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
+    plan_decision_record(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
     return Plan.objects.get(pk=plan.pk)
 
 
@@ -116,11 +116,11 @@ def step(key, tool, args=None, depends_on=()):
 
 
 def run_and_wait(plan, timeout: float = 600) -> float:
-    from planning import executor
+    from execution import engine
     from planning.models import Plan
 
     started = time.perf_counter()
-    executor.plan_run(plan_id=plan.pk, actor=people()[0])
+    engine.plan_run(plan_id=plan.pk, actor=people()[0])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = Plan.objects.values_list("status", flat=True).get(pk=plan.pk)
@@ -203,7 +203,7 @@ def bench_live_progress(procs: Processes) -> dict:
     from django.db import transaction
     from django.test import Client
 
-    from planning import progress
+    from planning import broadcast
     from planning.models import Step
     from project.devstack import free_port, wait_for_port
 
@@ -240,7 +240,7 @@ def bench_live_progress(procs: Processes) -> dict:
         with transaction.atomic():
             Step.objects.filter(plan=plan, key="s1").update(note=f"transition {index}")
             transaction.on_commit(lambda: committed.append(time.perf_counter()))
-            progress.announce(plan.pk, steps=["s1"], log=f"bench-transition {index}")
+            broadcast.announce(plan.pk, steps=["s1"], log=f"bench-transition {index}")
         while len(received) <= index and listener.is_alive():
             time.sleep(0.001)
     done.wait(timeout=30)
@@ -329,7 +329,7 @@ def bench_sandbox() -> dict:
 
 
 def bench_load(procs: Processes) -> dict:
-    from planning import executor
+    from execution import engine
     from planning.models import Plan, Step, StepAttempt
     from tests.tools import effects
 
@@ -339,7 +339,7 @@ def bench_load(procs: Processes) -> dict:
         alice = people()[0]
         started = time.perf_counter()
         for plan in plans:
-            executor.plan_run(plan_id=plan.pk, actor=alice)
+            engine.plan_run(plan_id=plan.pk, actor=alice)
         ids = [plan.pk for plan in plans]
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:

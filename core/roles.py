@@ -49,6 +49,7 @@ def roles_of(user) -> frozenset[str]:
 
 def sync_role_groups(**kwargs) -> None:
     """post_migrate handler: make each role group hold exactly the permissions listed above."""
+    # Imported here, not at the top: devstack reads DEMO_USERS before Django is set up.
     from django.contrib.auth.models import Group, Permission
 
     for role, perms in ROLE_PERMISSIONS.items():
@@ -60,3 +61,7 @@ def sync_role_groups(**kwargs) -> None:
             if permission is not None:
                 wanted.append(permission)
         group.permissions.set(wanted)
+
+
+def user_can(user, capability: str) -> bool:
+    return bool(user and user.is_authenticated and user.has_perm(CAPABILITIES[capability]))

@@ -7,8 +7,9 @@ import re
 
 from django.conf import settings
 
-from planning import llm
+from core import llm
 from planning.planner import Draft, PlanningFailed
+from planning.validation import PlanInvalid, validate_plan
 from sandbox import policy
 from sandbox.models import DataRow
 
@@ -96,7 +97,6 @@ def code_step(code: str, goal_text: str, tables: list[str]) -> dict:
 
 
 def draft_code_plan(goal_text: str, *, tables: list[str] | None = None) -> Draft:
-    from planning.validation import PlanInvalid, validate_plan
 
     tables = tables or DEFAULT_TABLES
     if not llm.is_configured():

@@ -3,9 +3,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from planning.live import render_live
+from planning.broadcast import plan_group
+from planning.fragments import render_plan_fragments
 from planning.permissions import get_plan_for_user
-from planning.progress import plan_group
 
 
 class PlanConsumer(AsyncWebsocketConsumer):
@@ -44,4 +44,4 @@ class PlanConsumer(AsyncWebsocketConsumer):
             plan = get_plan_for_user(self.user, self.plan_id)
         except (PermissionDenied, Http404):
             return None
-        return render_live(plan, self.user, step_keys=None if everything else steps, logs=logs, at=at)
+        return render_plan_fragments(plan, self.user, step_keys=None if everything else steps, logs=logs, at=at)

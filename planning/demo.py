@@ -5,8 +5,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from planning.models import Playbook
 from core.roles import DEMO_USERS
+from planning.models import Playbook
 from sandbox.models import DataRow, DataTable
 
 INVENTORY = [

@@ -1,6 +1,8 @@
+import json
+
 from django import forms
 
-from planning import llm
+from core import llm
 from planning.services import MAX_GOAL_CHARS
 
 
@@ -58,8 +60,6 @@ class StepForm(forms.Form):
         self.fields["depends_on"].choices = [(key, key) for key in other_keys]
 
     def clean_args(self):
-        import json
-
         text = self.cleaned_data["args"].strip() or "{}"
         try:
             value = json.loads(text)

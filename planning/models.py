@@ -1,8 +1,8 @@
 from django.conf import settings
 from django.db import models
 
-from approvals.policy import Risk
 from core.canonical import canonical_json, sha256_of
+from core.risk import Risk
 
 # The step fields that make up a plan's content: the hash and every diff are computed over exactly these.
 STEP_CONTENT_FIELDS = ("key", "title", "description", "tool", "args", "depends_on", "condition", "success_criteria", "risk")

@@ -3,8 +3,8 @@
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from core.roles import user_can
 from planning.models import Plan
-from core.roles import CAPABILITIES
 
 MESSAGES = {
     "view": "You may not view plans.",
@@ -12,10 +12,6 @@ MESSAGES = {
     "approve": "Only approvers can countersign plans.",
     "run": "Only operators can run or cancel plans.",
 }
-
-
-def user_can(user, capability: str) -> bool:
-    return bool(user and user.is_authenticated and user.has_perm(CAPABILITIES[capability]))
 
 
 def get_plan_for_user(user, plan_id: int, *, need: str = "view", queryset=None) -> Plan:

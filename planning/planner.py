@@ -13,11 +13,11 @@ from typing import Any
 
 from django.conf import settings
 
-from planning import llm
+from core import llm
 from planning.models import Plan, Playbook
-from planning.tools.registry import registry
 from planning.validation import PlanInvalid, plan_json_schema, validate_plan
 from sandbox.models import DataRow
+from tools.registry import registry
 
 MAX_ANSWER_CHARS = 200_000
 

@@ -3,9 +3,10 @@
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, OuterRef, Q
 
-from approvals.models import Approval
-from planning.models import Plan, PlanRevision, Playbook, plan_content
-from planning.permissions import user_can
+from approvals.models import Approval, AuditEvent
+from core.roles import user_can
+from planning.diff import diff_contents
+from planning.models import Plan, PlanRevision, Playbook, Step, plan_content
 from planning.validation import PlanInvalid, validate_plan
 
 RUNNING = [Plan.Status.APPROVED, Plan.Status.RUNNING]
@@ -72,8 +73,6 @@ def stored_plan_issues(steps) -> dict[str, list[str]]:
 def revision_pair(plan: Plan, revisions: list[PlanRevision], a, b, view) -> dict:
     """Which two revisions to compare, and their differences. view=approved compares the planner's
     last proposal with the revision most recently approved."""
-    from planning.diff import diff_contents
-
     by_number = {r.number: r for r in revisions}
     if not revisions:
         return {"left": None, "right": None, "changes": []}
@@ -96,14 +95,10 @@ def revision_pair(plan: Plan, revisions: list[PlanRevision], a, b, view) -> dict
 
 
 def plan_events(plan: Plan, limit: int = 40):
-    from approvals.models import AuditEvent
-
     return list(AuditEvent.objects.filter(plan_id=plan.pk).order_by("-seq")[:limit])
 
 
 def waiting_gates():
-    from planning.models import Step
-
     return (
         Step.objects.filter(status=Step.Status.WAITING_APPROVAL, plan__status=Plan.Status.RUNNING)
         .select_related("plan", "plan__goal")

@@ -3,28 +3,18 @@
 from collections.abc import Callable
 
 from django.db import transaction
-from django.utils import timezone
 
 from approvals import audit
-from approvals.models import Approval
-from planning import llm, planner
+from approvals.services import plan_approvals_void
+from core import jobs, llm
+from core.errors import ServiceError
+from planning import dry_runs, planner
+from planning.code_planner import draft_code_plan
 from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
 
 MAX_GOAL_CHARS = 4000
 SAVEABLE_STATUSES = {Plan.Status.APPROVED, Plan.Status.RUNNING, Plan.Status.SUCCEEDED, Plan.Status.FAILED}
-
-
-class ServiceError(Exception):
-    """A refused operation; `status` is the HTTP status the API answers with."""
-
-    status = 400
-
-    def __init__(self, message: str, *, status: int | None = None):
-        super().__init__(message)
-        self.message = message
-        if status is not None:
-            self.status = status
 
 
 class StaleRevision(ServiceError):
@@ -46,9 +36,7 @@ class InvalidEdit(ServiceError):
 
 
 def _queue_planning(plan_id: int) -> None:
-    from planning.tasks import plan_generate_task
-
-    transaction.on_commit(lambda: plan_generate_task.delay(plan_id))
+    jobs.enqueue("planning.tasks.plan_generate_task", plan_id)
 
 
 def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_choice: str = "") -> Plan:
@@ -85,8 +73,6 @@ def plan_generate(*, plan_id: int) -> Plan:
         return plan
     try:
         if plan.goal.mode == Goal.Mode.CODE:
-            from planning.code_planner import draft_code_plan
-
             draft = draft_code_plan(plan.goal.text)
         else:
             draft = planner.draft_plan(plan.goal.text, planner=plan.requested_planner or None)
@@ -124,9 +110,7 @@ def plan_generate(*, plan_id: int) -> Plan:
 def _after_revision(plan: Plan) -> None:
     """Every new revision of a code plan gets a fresh dry run, which is what approvers look at."""
     if plan.goal.mode == Goal.Mode.CODE:
-        from planning.codeplans import queue_dry_run
-
-        queue_dry_run(plan.pk)
+        dry_runs.queue_dry_run(plan.pk)
 
 
 def _planning_failed(plan_id: int, reason: str) -> Plan:
@@ -180,12 +164,6 @@ def playbook_save_from_plan(*, plan: Plan, actor, name: str) -> Playbook:
 EDITABLE_FIELDS = ("title", "description", "tool", "args", "depends_on", "condition", "success_criteria")
 
 
-def _void_approvals(plan: Plan, reason: str) -> int:
-    return Approval.objects.filter(plan=plan, kind=Approval.Kind.PLAN, voided_at__isnull=True).update(
-        voided_at=timezone.now(), void_reason=reason[:200]
-    )
-
-
 def _replace_steps(plan: Plan, steps: list[dict]) -> None:
     """Store the new step list. A step that already succeeded (before a replan) and is unchanged keeps
     its row, status and output, so it is not run again; every other step starts fresh."""
@@ -209,7 +187,7 @@ def write_revision(plan: Plan, steps: list[dict], *, author, planner: str, reaso
     _replace_steps(plan, steps)
     plan.revision += 1
     plan.content_hash = new_hash
-    voided = _void_approvals(plan, f"superseded by revision {plan.revision}")
+    voided = plan_approvals_void(plan_id=plan.pk, reason=f"superseded by revision {plan.revision}")
     plan.status = Plan.Status.AWAITING_APPROVAL
     plan.save()
     PlanRevision.objects.create(

@@ -9,7 +9,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from planning.expressions import ExpressionError, condition_refs, is_whole_template, template_refs
-from planning.tools.registry import ToolRegistry, registry
+from tools.registry import ToolRegistry, registry
 
 KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
 MAX_ARGS_CHARS = 20_000

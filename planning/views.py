@@ -1,27 +1,18 @@
-import json
-
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh, reswap, retarget
-from django_htmx.middleware import HtmxDetails
 
-from approvals.services import approval_blocker
-from approvals.services import plan_decide as plan_decide_service
-from planning import codeplans, executor, selectors, services
-from planning.forms import CodeStepForm, DecisionForm, GoalForm, PlaybookForm, RetryForm, StepForm
-from planning.graph import plan_graph
-from planning.live import progress_of, step_controls
+from core.errors import ServiceError
+from core.roles import user_can
+from planning import dry_runs, plan_page, review, selectors, services
+from planning.forms import DecisionForm, GoalForm, PlaybookForm, RetryForm
 from planning.models import Plan
-from planning.permissions import get_plan_for_user, user_can
-from planning.tools.registry import registry
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
+from planning.permissions import get_plan_for_user
+from planning.plan_page import HtmxHttpRequest
 
 
 def _inbox_context(request, form=None) -> dict:
@@ -59,7 +50,7 @@ def goal_create(request: HtmxHttpRequest) -> HttpResponse:
                 planner_choice=form.cleaned_data["planner"],
                 mode=form.cleaned_data["mode"] or "steps",
             )
-        except services.ServiceError as error:
+        except ServiceError as error:
             form.add_error(None, error.message)
         else:
             url = reverse("plan_detail", args=[plan.pk])
@@ -67,86 +58,6 @@ def goal_create(request: HtmxHttpRequest) -> HttpResponse:
     if request.htmx:
         return render(request, "planning/inbox.html#goal-form", {"form": form}, status=422)
     return render(request, "planning/inbox.html", _inbox_context(request, form=form), status=422)
-
-
-def _plan_context(request, plan: Plan, **extra) -> dict:
-    plan, steps = selectors.plan_with_steps(plan)
-    approvals = selectors.plan_approvals(plan)
-    authors = selectors.revision_author_ids(plan)
-    can_edit = user_can(request.user, "edit") and plan.is_editable
-    is_code = codeplans.is_code_plan(plan)
-    dry_run = codeplans.current_dry_run(plan) if is_code else None
-    context = {
-        "plan": plan,
-        "steps": steps,
-        "issues": selectors.stored_plan_issues(steps),
-        "graph": plan_graph(steps),
-        "approvals": approvals,
-        "current_approvals": [a for a in approvals if a.voided_at is None],
-        "voided_approvals": [a for a in approvals if a.voided_at is not None and a.kind == "plan"],
-        "can_edit": can_edit,
-        "decision_blocker": approval_blocker(plan=plan, user=request.user, authors=authors),
-        "decision_form": DecisionForm(initial={"revision": plan.revision, "content_hash": codeplans.approval_hash(plan, dry_run)}),
-        "is_code_plan": is_code,
-        "dry_run": dry_run,
-        "approval_hash": codeplans.approval_hash(plan, dry_run),
-        "code_blocker": codeplans.approval_blocker(plan, dry_run),
-        "can_refresh_dry_run": is_code
-        and user_can(request.user, "edit")
-        and plan.status in {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED},
-        "retry_form": RetryForm(),
-        "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
-        "can_save_playbook": user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES,
-        "show_decision": user_can(request.user, "approve"),
-        "progress": progress_of(steps),
-        "events": selectors.plan_events(plan),
-        **step_controls(plan, request.user, authors),
-    }
-    if can_edit:
-        context["add_form"] = _step_form(plan, steps, key=None)
-    context.update(extra)
-    return context
-
-
-def _step_form(plan: Plan, steps, *, key: str | None, data=None) -> StepForm:
-    others = [s.key for s in steps if s.key != key]
-    step = next((s for s in steps if s.key == key), None)
-    if step is not None and step.tool == "python_sandbox":
-        initial = {"revision": plan.revision, "code": step.args.get("code", ""), "tables": ", ".join(step.args.get("tables", []))}
-        initial["user_request"] = step.args.get("user_request", "")
-        return CodeStepForm(data, initial=initial, prefix=f"step-{key}")
-    initial = {"revision": plan.revision, "args": "{}"}
-    if key is not None:
-        step = next(s for s in steps if s.key == key)
-        initial.update(
-            {
-                "title": step.title,
-                "description": step.description,
-                "tool": step.tool,
-                "args": json.dumps(step.args, indent=2, ensure_ascii=False),
-                "depends_on": step.depends_on,
-                "condition": step.condition,
-                "success_criteria": step.success_criteria,
-            }
-        )
-    return StepForm(data, initial=initial, tools=registry.names(), other_keys=others, prefix=f"step-{key or 'new'}")
-
-
-def _render_plan_body(request, plan: Plan, *, status: int = 200, **extra) -> HttpResponse:
-    return render(request, "planning/plan_detail.html#plan-body", _plan_context(request, plan, **extra), status=status)
-
-
-def _refused(request: HtmxHttpRequest, plan: Plan, message: str, status: int) -> HttpResponse:
-    """A refused action: the plan's message area (htmx) or a flash message on the plan page."""
-    if not request.htmx:
-        messages.error(request, message)
-        return redirect("plan_detail", plan_id=plan.pk)
-    return _conflict(request, plan, message, status=status)
-
-
-def _conflict(request, plan: Plan, message: str, status: int = 409) -> HttpResponse:
-    response = render(request, "planning/_plan_message.html", {"message": message, "kind": "conflict", "plan": plan}, status=status)
-    return retarget(reswap(response, "outerHTML"), "#plan-messages")
 
 
 @require_GET
@@ -159,10 +70,10 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         return render(request, "planning/plan_detail.html#plan-status", {"plan": plan})
     if request.htmx and request.htmx.target == "dry-run":
         # A code plan's page polls until its dry run is in, then reloads to show the diff and approval.
-        if codeplans.current_dry_run(plan) is not None:
+        if dry_runs.current_dry_run(plan) is not None:
             return HttpResponseClientRefresh()
         return render(request, "planning/_dry_run.html", {"plan": plan, "dry_run": None})
-    return render(request, "planning/plan_detail.html", _plan_context(request, plan))
+    return render(request, "planning/plan_detail.html", plan_page.plan_context(request, plan))
 
 
 def _apply_edit(request: HtmxHttpRequest, plan: Plan, perform, *, form=None, form_key: str | None = None) -> HttpResponse:
@@ -180,15 +91,15 @@ def _apply_edit(request: HtmxHttpRequest, plan: Plan, perform, *, form=None, for
             messages.error(request, invalid.message)
             return redirect("plan_detail", plan_id=plan.pk)
         if form is None:
-            return _conflict(request, plan, invalid.message, status=422)
+            return plan_page.conflict(request, plan, invalid.message, status=422)
         response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": form_key}, status=422)
         return retarget(reswap(response, "outerHTML"), f"#step-{form_key or 'new'}")
-    except services.ServiceError as error:
-        return _refused(request, plan, error.message, error.status)
+    except ServiceError as error:
+        return plan_page.refused(request, plan, error.message, error.status)
     if not request.htmx:
         messages.success(request, f"Saved as revision {plan.revision}.")
         return redirect("plan_detail", plan_id=plan.pk)
-    return _render_plan_body(request, plan, flash=f"Saved as revision {plan.revision}. Earlier approvals no longer apply.")
+    return plan_page.render_plan_body(request, plan, flash=f"Saved as revision {plan.revision}. Earlier approvals no longer apply.")
 
 
 @require_http_methods(["GET", "POST"])
@@ -201,9 +112,9 @@ def step_edit(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
         # The Edit button sends the revision its page shows: a stale tab hears about it before typing.
         shown = request.GET.get("revision")
         if shown is not None and shown != str(plan.revision):
-            return _conflict(request, plan, services.StaleRevision(plan.revision).message)
-        return render(request, "planning/_step_form.html", {"plan": plan, "form": _step_form(plan, steps, key=key), "key": key})
-    form = _step_form(plan, steps, key=key, data=request.POST)
+            return plan_page.conflict(request, plan, services.StaleRevision(plan.revision).message)
+        return render(request, "planning/_step_form.html", {"plan": plan, "form": plan_page.step_form(plan, steps, key=key), "key": key})
+    form = plan_page.step_form(plan, steps, key=key, data=request.POST)
     if not form.is_valid():
         return render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": key}, status=422)
     revision = form.cleaned_data["revision"]
@@ -220,7 +131,7 @@ def step_edit(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
 def step_view(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
     """The read-only card again (Cancel in the edit form)."""
     plan = get_plan_for_user(request.user, plan_id)
-    context = _plan_context(request, plan)
+    context = plan_page.plan_context(request, plan)
     step = next((s for s in context["steps"] if s.key == key), None)
     if step is None:
         raise Http404("No such step.")
@@ -230,7 +141,7 @@ def step_view(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
 @require_POST
 def step_add(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="edit")
-    form = _step_form(plan, list(plan.steps.all()), key=None, data=request.POST)
+    form = plan_page.step_form(plan, list(plan.steps.all()), key=None, data=request.POST)
     if not form.is_valid():
         response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": None}, status=422)
         return retarget(reswap(response, "outerHTML"), "#step-new") if request.htmx else response
@@ -269,13 +180,13 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return (
-            _conflict(request, plan, "Choose approve, reject or request changes.", status=422)
+            plan_page.conflict(request, plan, "Choose approve, reject or request changes.", status=422)
             if request.htmx
             else redirect("plan_detail", plan_id=plan.pk)
         )
     data = form.cleaned_data
     try:
-        approval = plan_decide_service(
+        approval = review.plan_decision_record(
             plan_id=plan.pk,
             actor=request.user,
             revision=data["revision"],
@@ -283,70 +194,22 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
             decision=data["decision"],
             comment=data["comment"],
         )
-    except services.ServiceError as error:
-        return _refused(request, plan, error.message, error.status)
+    except ServiceError as error:
+        return plan_page.refused(request, plan, error.message, error.status)
     text = f"You {approval.get_decision_display().lower()} revision {approval.revision}."
     if not request.htmx:
         messages.success(request, text)
         return redirect("plan_detail", plan_id=plan.pk)
     plan.refresh_from_db()
-    return _render_plan_body(request, plan, flash=text)
-
-
-def _perform(request: HtmxHttpRequest, plan: Plan, perform, *, done: str | None = None) -> HttpResponse:
-    """Run a service for an action button. Errors come back as the plan message (htmx) or a flash
-    message. With `done`, success re-renders the plan body; without it (gates, interrupted steps) the
-    live channel redraws the step, so an htmx request gets an empty 204."""
-    try:
-        perform()
-    except services.ServiceError as error:
-        return _refused(request, plan, error.message, error.status)
-    if not request.htmx:
-        if done:
-            messages.success(request, done)
-        return redirect("plan_detail", plan_id=plan.pk)
-    if done is None:
-        return HttpResponse(status=204)
-    plan.refresh_from_db()
-    return _render_plan_body(request, plan, flash=done)
+    return plan_page.render_plan_body(request, plan, flash=text)
 
 
 @require_POST
 def code_refresh(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="edit")
-    return _perform(request, plan, lambda: codeplans.refresh(plan_id=plan.pk, actor=request.user), done="A fresh dry run is under way.")
-
-
-@require_POST
-def plan_run(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="run")
-    return _perform(request, plan, lambda: executor.plan_run(plan_id=plan.pk, actor=request.user), done="Run started.")
-
-
-@require_POST
-def plan_cancel(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="run")
-    return _perform(request, plan, lambda: executor.plan_cancel(plan_id=plan.pk, actor=request.user), done="Run cancelled.")
-
-
-@require_POST
-def gate_decide(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="approve")
-    approve = request.POST.get("approve") == "yes"
-    gate_hash = request.POST.get("gate_hash") or None
-    comment = request.POST.get("comment", "")[:5000]
-    return _perform(
-        request,
-        plan,
-        lambda: executor.gate_decide(plan_id=plan.pk, key=key, actor=request.user, approve=approve, comment=comment, gate_hash=gate_hash),
+    return plan_page.perform_action(
+        request, plan, lambda: dry_runs.dry_run_refresh(plan_id=plan.pk, actor=request.user), done="A fresh dry run is under way."
     )
-
-
-@require_POST
-def step_resolve(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="run")
-    retry = request.POST.get("action") == "retry"
-    return _perform(request, plan, lambda: executor.interrupted_resolve(plan_id=plan.pk, key=key, actor=request.user, retry=retry))
 
 
 @require_GET
@@ -365,7 +228,7 @@ def plan_retry(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     choice = form.cleaned_data["planner"] or None if form.is_valid() else None
     try:
         services.plan_retry(plan=plan, actor=request.user, planner_choice=choice)
-    except services.ServiceError as error:
+    except ServiceError as error:
         messages.error(request, error.message)
     return redirect("plan_detail", plan_id=plan.pk)
 
@@ -379,7 +242,7 @@ def playbook_save(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         return redirect("plan_detail", plan_id=plan.pk)
     try:
         playbook = services.playbook_save_from_plan(plan=plan, actor=request.user, name=form.cleaned_data["name"])
-    except services.ServiceError as error:
+    except ServiceError as error:
         messages.error(request, error.message)
     else:
         messages.success(request, f"Saved as playbook “{playbook.name}”.")

@@ -9,8 +9,10 @@ from ninja.security import HttpBearer, django_auth
 
 from approvals.api import router as audit_router
 from approvals.models import ApiToken
+from core.errors import ServiceError
+from execution.api import router as execution_router
 from planning.api import router as planning_router
-from planning.services import ServiceError
+from tools.api import router as tools_router
 
 
 class BearerToken(HttpBearer):
@@ -24,7 +26,9 @@ class BearerToken(HttpBearer):
 
 
 api = NinjaAPI(title="Countersign API", version="1", auth=[BearerToken(), django_auth], urls_namespace="api")
+api.add_router("/", tools_router)
 api.add_router("/", planning_router)
+api.add_router("/", execution_router)
 api.add_router("/", audit_router)
 
 

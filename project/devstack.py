@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.roles import DEMO_USERS
+
 ROOT = Path(__file__).resolve().parent.parent
 # Every queue the app routes to (project/settings.py); a single local worker serves them all.
 ALL_QUEUES = "celery,planning,steps,sandbox"
@@ -162,8 +164,6 @@ def run() -> int:
         )
         wait_for_port(port, timeout=60, process=web)
         wait_for_worker(env, stack)
-        from core.roles import DEMO_USERS
-
         print(f"\nCountersign is running at http://127.0.0.1:{port}/   (health: http://127.0.0.1:{port}/healthz)")
         print(f"Redis: {env['REDIS_URL']}{' (embedded)' if not os.environ.get('REDIS_URL') else ''}")
         print("Demo logins:")

@@ -58,7 +58,9 @@ INSTALLED_APPS = [
     "core",
     "approvals",
     "sandbox",
+    "tools",
     "planning",
+    "execution",
 ]
 
 MIDDLEWARE = [

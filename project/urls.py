@@ -28,4 +28,5 @@ urlpatterns = [
     path("api/", include((_public(api_patterns), app_name), namespace=namespace)),
     path("", include("approvals.urls")),
     path("", include("planning.urls")),
+    path("", include("execution.urls")),
 ]

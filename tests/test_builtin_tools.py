@@ -1,8 +1,8 @@
 import pytest
 from django.core import mail
 
-from planning.tools.registry import ToolError, registry
 from sandbox.models import DataRow
+from tools.registry import ToolError, registry
 
 
 def call(name, **args):

@@ -3,8 +3,8 @@ from typing import Annotated
 import pytest
 from pydantic import Field, ValidationError
 
-from approvals.policy import Risk
-from planning.tools.registry import ToolRegistry, registry, tool
+from core.risk import Risk
+from tools.registry import ToolRegistry, registry, tool
 
 
 def test_a_tool_without_a_declared_tier_is_high():

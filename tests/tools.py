@@ -6,9 +6,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from approvals.policy import Risk
-from planning.tools.registry import ToolError, tool
+from core.risk import Risk
 from sandbox.models import DataRow, DataTable
+from tools.registry import ToolError, tool
 
 Seconds = Annotated[float, Field(ge=0, le=60)]
 

@@ -1,6 +1,10 @@
 import json
+import keyword
+import re
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -25,18 +29,13 @@ def duration(step) -> str:
 
 TOKEN = __import__("re").compile(
     r"(?P<comment>#.*)|(?P<string>[rbfu]{0,2}(?:'''|\"\"\"|'[^'\n]*'?|\"[^\"\n]*\"?))|(?P<number>\b\d[\d_.]*\b)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<other>.)",
-    __import__("re").DOTALL,
+    re.DOTALL,
 )
 
 
 @register.filter
 def python_lines(code: str) -> list:
     """Code as numbered lines with keywords, strings, comments and numbers marked; everything escaped."""
-    import keyword
-
-    from django.utils.html import escape
-    from django.utils.safestring import mark_safe
-
     lines = []
     for number, line in enumerate((code or "").splitlines(), start=1):
         parts = []

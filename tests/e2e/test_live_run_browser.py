@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from planning.models import Plan
 from tests.conftest import make_user
-from tests.test_execution import approved_plan, step
+from tests.fixtures.plans import approved_plan, step
 
 pytestmark = pytest.mark.e2e
 

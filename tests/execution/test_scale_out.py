@@ -5,11 +5,11 @@ import subprocess
 
 import pytest
 
-from planning import executor
+from execution import engine
 from planning.models import Plan, StepAttempt
 from project.devstack import worker_command
 from tests.conftest import ROOT, make_user, stop_process, subprocess_env, wait_until
-from tests.test_execution import approved_plan, step
+from tests.fixtures.plans import approved_plan, step
 from tests.tools import effects
 
 
@@ -50,7 +50,7 @@ def test_two_worker_processes_share_the_work_and_nothing_runs_twice(two_workers)
         for n in range(4)
     ]
     for plan in plans:
-        executor.plan_run(plan_id=plan.pk, actor=people[0])
+        engine.plan_run(plan_id=plan.pk, actor=people[0])
     ids = [plan.pk for plan in plans]
     wait_until(
         lambda: Plan.objects.filter(pk__in=ids, status=Plan.Status.SUCCEEDED).count() == 4, timeout=60, message="all plans to finish"

@@ -6,9 +6,10 @@ import pytest
 from django.urls import reverse
 
 from approvals.models import Approval, AuditEvent
-from approvals.services import plan_decide
+from core.errors import ServiceError
 from planning import services
 from planning.models import Goal, Plan, PlanRevision, content_hash_of
+from planning.review import plan_decision_record
 
 HTMX = {"HX-Request": "true"}
 
@@ -163,7 +164,7 @@ def test_approving_a_stale_revision_is_refused(bob_client, alice, plan):
 
 def test_a_hash_that_differs_from_the_plan_is_refused_even_at_the_current_revision(bob, plan):
     with pytest.raises(services.StaleRevision):
-        plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash="0" * 64, decision="approved")
+        plan_decision_record(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash="0" * 64, decision="approved")
 
 
 def test_alice_cannot_approve_her_own_goal_and_the_page_says_why(client, alice, plan, settings):
@@ -182,8 +183,8 @@ def test_nobody_approves_a_revision_they_edited(bob, plan):
 
     bob.groups.add(Group.objects.get(name="operator"))
     plan = services.step_update(plan_id=plan.pk, actor=bob, revision=1, key="s1", changes={"title": "Count"})
-    with pytest.raises(services.ServiceError, match="you edited this plan"):
-        plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
+    with pytest.raises(ServiceError, match="you edited this plan"):
+        plan_decision_record(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
 
 
 def test_four_eyes_can_be_switched_off(bob, alice, plan, settings):
@@ -191,11 +192,11 @@ def test_four_eyes_can_be_switched_off(bob, alice, plan, settings):
 
     settings.COUNTERSIGN_FOUR_EYES = False
     alice.groups.add(Group.objects.get(name="approver"))
-    plan_decide(plan_id=plan.pk, actor=alice, revision=1, content_hash=plan.content_hash, decision="approved")
+    plan_decision_record(plan_id=plan.pk, actor=alice, revision=1, content_hash=plan.content_hash, decision="approved")
 
 
 def test_an_edit_after_approval_voids_it_and_the_page_says_so(alice_client, alice, bob, plan):
-    plan_decide(plan_id=plan.pk, actor=bob, revision=1, content_hash=plan.content_hash, decision="approved")
+    plan_decision_record(plan_id=plan.pk, actor=bob, revision=1, content_hash=plan.content_hash, decision="approved")
     response = alice_client.post(
         reverse("step_edit", args=[plan.pk, "s1"]),
         edit_data(Plan.objects.get(pk=plan.pk), "s1", title="Count open tickets now"),
@@ -253,7 +254,7 @@ def test_planner_proposal_versus_approved_view(alice_client, alice, bob, plan):
         key="s3",
         changes={"args": {"message": "Breach: {{ steps.s1.output }}", "severity": "critical"}},
     )
-    plan_decide(plan_id=plan.pk, actor=bob, revision=2, content_hash=plan.content_hash, decision="approved")
+    plan_decision_record(plan_id=plan.pk, actor=bob, revision=2, content_hash=plan.content_hash, decision="approved")
     page = alice_client.get(reverse("plan_revisions", args=[plan.pk]) + "?view=approved").content.decode()
     assert "proposed vs approved" in page and "critical" in page
 

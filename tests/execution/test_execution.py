@@ -6,11 +6,13 @@ import signal
 import pytest
 
 from approvals.models import AuditEvent
-from approvals.services import plan_decide
-from planning import executor, services
-from planning.models import Goal, Plan, Step, StepAttempt
-from planning.validation import validate_plan
+from core.errors import ServiceError
+from execution import engine, gates, reconcile
+from planning import services
+from planning.models import Plan, Step, StepAttempt
+from planning.review import plan_decision_record
 from tests.conftest import make_user, wait_until
+from tests.fixtures.plans import approved_plan, step
 from tests.tools import effects
 
 S = Step.Status
@@ -21,20 +23,8 @@ def people(transactional_db):
     return make_user("alice", "operator"), make_user("bob", "approver")
 
 
-def step(key, tool, args=None, depends_on=(), condition=""):
-    return {"key": key, "title": f"{tool} {key}", "tool": tool, "args": args or {}, "depends_on": list(depends_on), "condition": condition}
-
-
-def approved_plan(people, steps, goal="Test goal") -> Plan:
-    alice, bob = people
-    plan = Plan.objects.create(goal=Goal.objects.create(text=goal, requester=alice), status=Plan.Status.AWAITING_APPROVAL, planner="human")
-    services.write_revision(plan, validate_plan({"steps": steps}), author=None, planner="human", reason="test plan")
-    plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
-    return Plan.objects.get(pk=plan.pk)
-
-
 def run(people, plan) -> Plan:
-    return executor.plan_run(plan_id=plan.pk, actor=people[0])
+    return engine.plan_run(plan_id=plan.pk, actor=people[0])
 
 
 def steps_of(plan) -> dict[str, Step]:
@@ -88,7 +78,7 @@ def test_a_waiting_gate_holds_only_its_dependents_and_approval_lets_it_run(peopl
     found = steps_of(plan)
     assert found["g"].status == S.WAITING_APPROVAL and found["g"].resolved_args == {"label": "gated"}
     assert found["after"].status == S.PENDING and effects("gated") == []
-    executor.gate_decide(plan_id=plan.pk, key="g", actor=people[1], approve=True, gate_hash=found["g"].gate_hash)
+    gates.gate_answer(plan_id=plan.pk, key="g", actor=people[1], approve=True, gate_hash=found["g"].gate_hash)
     wait_until(lambda: finished(plan.pk), timeout=30, message="the plan to finish")
     assert steps_of(plan)["after"].status == S.SUCCEEDED and len(effects("gated")) == 1
     assert AuditEvent.objects.filter(action="gate.approved", step_key="g", actor=people[1]).count() == 1
@@ -100,7 +90,7 @@ def test_a_denied_gate_skips_its_dependents_and_the_plan_goes_on(people, celery_
     )
     run(people, plan)
     wait_until(lambda: steps_of(plan)["g"].status == S.WAITING_APPROVAL, message="the gate")
-    executor.gate_decide(plan_id=plan.pk, key="g", actor=people[1], approve=False, comment="not today")
+    gates.gate_answer(plan_id=plan.pk, key="g", actor=people[1], approve=False, comment="not today")
     done = wait_until(lambda: finished(plan.pk), timeout=30, message="the plan to finish")
     found = steps_of(plan)
     assert found["g"].status == found["after"].status == S.SKIPPED and found["free"].status == S.SUCCEEDED
@@ -115,8 +105,8 @@ def test_the_requester_cannot_approve_a_gate_on_their_own_goal(people, celery_wo
     plan = approved_plan(people, [step("g", "high_effect", {"label": "four-eyes"})])
     run(people, plan)
     wait_until(lambda: steps_of(plan)["g"].status == S.WAITING_APPROVAL, message="the gate")
-    with pytest.raises(services.ServiceError, match="Four-eyes"):
-        executor.gate_decide(plan_id=plan.pk, key="g", actor=alice, approve=True)
+    with pytest.raises(ServiceError, match="Four-eyes"):
+        gates.gate_answer(plan_id=plan.pk, key="g", actor=alice, approve=True)
 
 
 def test_a_worker_killed_during_a_non_idempotent_step_never_runs_it_twice(people, celery_worker):
@@ -135,7 +125,7 @@ def test_an_interrupted_step_can_be_skipped_by_an_operator(people, celery_worker
     plan = approved_plan(people, [step("s1", "record_effect", {"label": "stuck"}), step("s2", "noop", depends_on=["s1"])])
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.RUNNING, executing_hash=plan.content_hash)
     Step.objects.filter(plan=plan, key="s1").update(status=S.INTERRUPTED)
-    executor.interrupted_resolve(plan_id=plan.pk, key="s1", actor=people[0], retry=False)
+    gates.interrupted_step_resolve(plan_id=plan.pk, key="s1", actor=people[0], retry=False)
     wait_until(lambda: finished(plan.pk), message="the plan to finish")
     assert steps_of(plan)["s2"].status == S.SKIPPED and effects("stuck") == []
 
@@ -143,14 +133,14 @@ def test_an_interrupted_step_can_be_skipped_by_an_operator(people, celery_worker
 def test_an_edited_plan_that_was_not_approved_again_does_not_run(people):
     plan = approved_plan(people, [step("s1", "noop")])
     services.step_update(plan_id=plan.pk, actor=people[0], revision=plan.revision, key="s1", changes={"args": {"value": 2}})
-    with pytest.raises(services.ServiceError, match="Only an approved plan can run"):
+    with pytest.raises(ServiceError, match="Only an approved plan can run"):
         run(people, Plan.objects.get(pk=plan.pk))
 
 
 def test_a_plan_whose_rows_were_changed_behind_its_back_does_not_run(people):
     plan = approved_plan(people, [step("s1", "noop")])
     Step.objects.filter(plan=plan).update(args={"value": 999})
-    with pytest.raises(services.ServiceError, match="not the approved content"):
+    with pytest.raises(ServiceError, match="not the approved content"):
         run(people, plan)
 
 
@@ -190,7 +180,9 @@ def test_a_step_that_keeps_failing_yields_a_replan_proposal_awaiting_approval(pe
     assert "upstream unavailable" in replan_request and '"output": 5' in replan_request
 
     # The proposal runs only after a fresh approval, and the kept step does not run again.
-    plan_decide(plan_id=plan.pk, actor=people[1], revision=proposed.revision, content_hash=proposed.content_hash, decision="approved")
+    plan_decision_record(
+        plan_id=plan.pk, actor=people[1], revision=proposed.revision, content_hash=proposed.content_hash, decision="approved"
+    )
     run(people, plan)
     wait_until(lambda: finished(plan.pk), timeout=30, message="the replanned run")
     assert steps_of(plan)["s3"].output == 5
@@ -209,7 +201,7 @@ def test_cancel_stops_what_has_not_started(people, celery_worker):
     plan = approved_plan(people, [step("s1", "sleep_io", {"seconds": 1.0}), step("s2", "noop", depends_on=["s1"])])
     run(people, plan)
     wait_until(lambda: steps_of(plan)["s1"].status == S.RUNNING, message="s1 to run")
-    executor.plan_cancel(plan_id=plan.pk, actor=people[0])
+    engine.plan_cancel(plan_id=plan.pk, actor=people[0])
     wait_until(lambda: steps_of(plan)["s1"].status == S.SUCCEEDED, message="s1 to finish")
     assert steps_of(plan)["s2"].status == S.CANCELLED and Plan.objects.get(pk=plan.pk).status == Plan.Status.CANCELLED
 
@@ -222,13 +214,13 @@ def test_the_reconciler_requeues_idempotent_and_interrupts_other_stuck_steps(peo
     plan = approved_plan(people, [step("idem", "noop"), step("effect", "record_effect", {"label": "x"})])
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.RUNNING, executing_hash=plan.content_hash)
     Step.objects.filter(plan=plan).update(status=S.RUNNING, deadline=timezone.now() - timedelta(seconds=1))
-    counts = executor.reconcile()
+    counts = reconcile.reconcile()
     assert counts == {"requeued": 1, "interrupted": 1}
     found = steps_of(plan)
     assert found["idem"].status == S.QUEUED and found["effect"].status == S.INTERRUPTED
     assert AuditEvent.objects.filter(action="step.requeued", step_key="idem").exists()
     assert AuditEvent.objects.filter(action="step.interrupted", step_key="effect").exists()
-    assert executor.reconcile() == {"requeued": 0, "interrupted": 0}
+    assert reconcile.reconcile() == {"requeued": 0, "interrupted": 0}
 
 
 def test_the_on_call_demo_notifies_when_breached_and_skips_when_not(people, celery_worker):
@@ -242,7 +234,7 @@ def test_the_on_call_demo_notifies_when_breached_and_skips_when_not(people, cele
     run(people, breached)
     wait_until(lambda: steps_of(breached)["s3"].status == S.WAITING_APPROVAL, message="the notify gate")
     assert steps_of(breached)["s3"].resolved_args["message"] == "SLA breached: 12 open support tickets, threshold is 10."
-    executor.gate_decide(plan_id=breached.pk, key="s3", actor=people[1], approve=True)
+    gates.gate_answer(plan_id=breached.pk, key="s3", actor=people[1], approve=True)
     wait_until(lambda: finished(breached.pk), timeout=30, message="the breached run")
     assert DataRow.objects.filter(table__name="notifications").count() == 1
 
@@ -266,7 +258,7 @@ def test_the_store_demo_purchases_update_stock_and_balance_one_row_per_item(peop
     run(people, plan)
     for key in ["s3", "s4"]:
         wait_until(lambda key=key: steps_of(plan)[key].status == S.WAITING_APPROVAL, message=f"the {key} gate")
-        executor.gate_decide(plan_id=plan.pk, key=key, actor=people[1], approve=True)
+        gates.gate_answer(plan_id=plan.pk, key=key, actor=people[1], approve=True)
     wait_until(lambda: finished(plan.pk), timeout=30, message="the purchases")
     stock = {row.key: row.data["quantity_in_stock"] for row in DataRow.objects.filter(table__name="inventory")}
     assert stock["SG005"] == 7 and stock["SG001"] == 22

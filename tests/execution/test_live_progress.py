@@ -7,10 +7,10 @@ import websockets
 from django.test import Client
 
 from approvals.models import ApiToken
-from planning import executor
+from execution import engine
 from planning.models import Plan, Step
 from tests.conftest import make_user, run_async, wait_until
-from tests.test_execution import approved_plan, step
+from tests.fixtures.plans import approved_plan, step
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_a_transition_reaches_a_subscriber(asgi_server, people):
     url = asgi_server.replace("http", "ws") + f"/ws/plans/{plan.pk}/"
     first, received = run_async(
         _subscribe_and_collect(
-            url, asgi_server, cookie_for(bob), "Runtime approval needed", lambda: executor.plan_run(plan_id=plan.pk, actor=alice)
+            url, asgi_server, cookie_for(bob), "Runtime approval needed", lambda: engine.plan_run(plan_id=plan.pk, actor=alice)
         )
     )
     assert 'id="step-live-g"' in first and "Pending" in first
@@ -57,7 +57,7 @@ def test_subscribers_get_fragments_rendered_for_their_own_permissions(asgi_serve
     url = asgi_server.replace("http", "ws") + f"/ws/plans/{plan.pk}/"
     _, received = run_async(
         _subscribe_and_collect(
-            url, asgi_server, cookie_for(alice), "Runtime approval needed", lambda: executor.plan_run(plan_id=plan.pk, actor=alice)
+            url, asgi_server, cookie_for(alice), "Runtime approval needed", lambda: engine.plan_run(plan_id=plan.pk, actor=alice)
         )
     )
     gate = next(m for m in received if "Runtime approval needed" in m)

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import Field
 
-from approvals.policy import Risk
+from core.risk import Risk
 
 from . import tables
 from .registry import ToolError, tool

@@ -5,9 +5,11 @@ import pytest
 from django.urls import reverse
 
 from approvals.models import AuditEvent
-from approvals.services import plan_decide
-from planning import codeplans, executor, services
+from core.errors import ServiceError
+from execution import engine
+from planning import dry_runs, services
 from planning.models import Plan
+from planning.review import plan_decision_record
 from sandbox.models import DataRow, DryRun
 from tests.fixtures.code_plans import model_answer
 
@@ -31,14 +33,16 @@ def code_plan(store, alice, request_text) -> Plan:
     store.reply(model_answer())
     plan = services.plan_generate(plan_id=services.goal_submit(requester=alice, text=request_text, mode="code").pk)
     assert plan.status == Plan.Status.AWAITING_APPROVAL, plan.failure_reason
-    codeplans.dry_run(plan.pk)
+    dry_runs.dry_run_perform(plan.pk)
     return Plan.objects.get(pk=plan.pk)
 
 
 def approve_and_apply(plan, bob, alice) -> Plan:
-    dry = codeplans.current_dry_run(plan)
-    plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=codeplans.approval_hash(plan, dry), decision="approved")
-    return executor.plan_run(plan_id=plan.pk, actor=alice)
+    dry = dry_runs.current_dry_run(plan)
+    plan_decision_record(
+        plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=dry_runs.approval_hash(plan, dry), decision="approved"
+    )
+    return engine.plan_run(plan_id=plan.pk, actor=alice)
 
 
 def test_the_planner_asks_for_one_execute_python_block_following_the_lab_prompt(store, alice):
@@ -56,7 +60,7 @@ def test_the_planner_asks_for_one_execute_python_block_following_the_lab_prompt(
 
 
 def test_round_sunglasses_under_100_answers_classic_at_60_with_no_diff(store, alice):
-    dry = codeplans.current_dry_run(code_plan(store, alice, "Do you have any round sunglasses in stock under $100?"))
+    dry = dry_runs.current_dry_run(code_plan(store, alice, "Do you have any round sunglasses in stock under $100?"))
     assert dry.result["status"] == "ok" and dry.result["code_status"] == "success"
     assert "Classic" in dry.result["answer_text"] and "$60" in dry.result["answer_text"]
     assert dry.effects == [] and "ACTION=read" in dry.result["stdout"]
@@ -64,7 +68,7 @@ def test_round_sunglasses_under_100_answers_classic_at_60_with_no_diff(store, al
 
 def test_returning_two_aviators_raises_stock_and_writes_one_row_after_approval(store, alice, bob):
     plan = code_plan(store, alice, "Return 2 Aviator sunglasses")
-    dry = codeplans.current_dry_run(plan)
+    dry = dry_runs.current_dry_run(plan)
     assert [(e["table"], e["op"]) for e in dry.effects] == [("inventory", "update"), ("transactions", "insert")]
     assert stock("SG001") == 23, "nothing real changes before approval"
     plan = approve_and_apply(plan, bob, alice)
@@ -87,44 +91,48 @@ def test_two_items_make_two_rows_with_sequential_balances(store, alice, bob):
 
 
 def test_a_request_beyond_stock_proposes_no_diff_and_says_insufficient_stock(store, alice):
-    dry = codeplans.current_dry_run(code_plan(store, alice, "Purchase 7 Moon sunglasses"))
+    dry = dry_runs.current_dry_run(code_plan(store, alice, "Purchase 7 Moon sunglasses"))
     assert dry.result["code_status"] == "insufficient_stock" and dry.effects == []
     assert "only have 6" in dry.result["answer_text"]
 
 
 def test_rows_changed_since_the_snapshot_apply_nothing_and_the_page_offers_a_fresh_dry_run(store, alice, bob, alice_client):
-    from planning.tools.registry import registry
+    from tools.registry import registry
 
     plan = code_plan(store, alice, "Purchase 3 Wayfarer sunglasses for customer Alice")
-    dry = codeplans.current_dry_run(plan)
-    plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=codeplans.approval_hash(plan, dry), decision="approved")
+    dry = dry_runs.current_dry_run(plan)
+    plan_decision_record(
+        plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=dry_runs.approval_hash(plan, dry), decision="approved"
+    )
     registry.get("purchase_item").call({"item": "Classic", "quantity": 1})  # someone sells a pair meanwhile
     before = transactions()
-    plan = executor.plan_run(plan_id=plan.pk, actor=alice)
+    plan = engine.plan_run(plan_id=plan.pk, actor=alice)
     assert plan.status == Plan.Status.AWAITING_APPROVAL
     assert transactions() == before and stock("SG002") == 15, "nothing was applied"
     assert DryRun.objects.get(pk=dry.pk).status == DryRun.Status.CONFLICT
     page = alice_client.get(reverse("plan_detail", args=[plan.pk])).content.decode()
     assert "changed since the dry run; nothing was applied" in page and "Dry run again" in page
     assert AuditEvent.objects.filter(action="code.conflict", plan_id=plan.pk).exists()
-    codeplans.refresh(plan_id=plan.pk, actor=alice)
-    fresh = codeplans.dry_run(plan.pk)
+    dry_runs.dry_run_refresh(plan_id=plan.pk, actor=alice)
+    fresh = dry_runs.dry_run_perform(plan.pk)
     assert fresh.pk != dry.pk and fresh.status == DryRun.Status.PROPOSED
     assert fresh.effects[1]["after"]["balance_after_transaction"] == 560 + 285
 
 
 def test_approval_binds_to_the_diff_shown(store, alice, bob):
     plan = code_plan(store, alice, "Return 2 Aviator sunglasses")
-    with pytest.raises(services.ServiceError, match="dry-run diff changed"):
-        plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
+    with pytest.raises(ServiceError, match="dry-run diff changed"):
+        plan_decision_record(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="approved")
 
 
 def test_editing_the_code_makes_a_revision_that_needs_a_new_dry_run_and_approval(
     store, alice, bob, alice_client, django_capture_on_commit_callbacks
 ):
     plan = code_plan(store, alice, "Return 2 Aviator sunglasses")
-    dry = codeplans.current_dry_run(plan)
-    plan_decide(plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=codeplans.approval_hash(plan, dry), decision="approved")
+    dry = dry_runs.current_dry_run(plan)
+    plan_decision_record(
+        plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=dry_runs.approval_hash(plan, dry), decision="approved"
+    )
     form = alice_client.get(reverse("step_edit", args=[plan.pk, "code"]) + f"?revision={plan.revision}").content.decode()
     assert 'name="step-code-code"' in form
     data = {
@@ -137,9 +145,9 @@ def test_editing_the_code_makes_a_revision_that_needs_a_new_dry_run_and_approval
         response = alice_client.post(reverse("step_edit", args=[plan.pk, "code"]), data, headers=HTMX)
     assert response.status_code == 200, response.content.decode()[:500]
     plan.refresh_from_db()
-    assert plan.revision == 2 and plan.status == Plan.Status.AWAITING_APPROVAL and codeplans.current_dry_run(plan) is None
+    assert plan.revision == 2 and plan.status == Plan.Status.AWAITING_APPROVAL and dry_runs.current_dry_run(plan) is None
     assert len(callbacks) >= 1
-    assert codeplans.dry_run(plan.pk).result["code_status"] == "unsupported_intent"
+    assert dry_runs.dry_run_perform(plan.pk).result["code_status"] == "unsupported_intent"
 
 
 def test_code_that_breaks_the_policy_is_sent_back_for_repair(store, alice):
@@ -155,12 +163,12 @@ def test_the_plan_page_shows_code_with_line_numbers_and_the_dry_run_diff(store, 
     page = bob_client.get(reverse("plan_detail", args=[plan.pk])).content.decode()
     assert '<ol class="code"' in page and '<span class="kw">import</span>' in page
     assert "Dry run of revision 1" in page and "Proposed changes" in page and "&quot;quantity_in_stock&quot;: 25" in page
-    assert codeplans.approval_hash(plan, codeplans.current_dry_run(plan)) in page
+    assert dry_runs.approval_hash(plan, dry_runs.current_dry_run(plan)) in page
     assert "Approve revision 1" in page
 
 
 def test_code_plans_need_an_llm(alice, no_llm, demo_data):
-    with pytest.raises(services.ServiceError, match="Code plans are written by an LLM"):
+    with pytest.raises(ServiceError, match="Code plans are written by an LLM"):
         services.goal_submit(requester=alice, text="Return 2 Aviator sunglasses", mode="code")
 
 

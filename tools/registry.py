@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from approvals.policy import DEFAULT_RISK, Risk
+from core.risk import DEFAULT_RISK, Risk
 
 
 class ToolError(Exception):

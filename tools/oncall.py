@@ -7,7 +7,7 @@ from django.core.mail import send_mail
 from django.utils import timezone
 from pydantic import Field
 
-from approvals.policy import Risk
+from core.risk import Risk
 
 from . import tables
 from .registry import ToolError, tool

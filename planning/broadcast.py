@@ -1,4 +1,4 @@
-"""Live progress: after a transition commits, tell the plan's websocket group what changed. Each
+"""Broadcasting plan changes: after a transition commits, tell the plan's websocket group what changed. Each
 subscriber's consumer renders the fragments for its own user (so controls follow their permissions).
 
 Everything announced inside one transaction goes out as one message per plan when it commits (nothing

@@ -9,7 +9,8 @@ from django.conf import settings
 from django.core.mail import send_mail
 from pydantic import EmailStr, Field
 
-from approvals.policy import Risk
+from core import llm
+from core.risk import Risk
 
 from .registry import ToolError, tool
 
@@ -60,8 +61,6 @@ def llm_generate(
     max_tokens: Annotated[int, Field(ge=1, le=4000)] = 400,
 ) -> str:
     """Ask the LLM to write text (a synthesis or a summary of earlier outputs)."""
-    from planning import llm
-
     if not llm.is_configured():
         raise ToolError("No LLM is configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY to use llm_generate.")
     try:

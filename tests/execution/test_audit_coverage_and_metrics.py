@@ -7,11 +7,12 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import ApiToken, Approval, AuditEvent
-from planning import executor, services
+from execution import engine
+from planning import services
 from planning.models import Goal, Plan, PlanRevision, Step
 from project.api import api
 from tests.conftest import make_user
-from tests.test_execution import approved_plan, step
+from tests.fixtures.plans import approved_plan, step
 
 READ_ONLY_POSTS = {("post", "/api/audit/verify"): "checks a head against the chain; changes nothing"}
 
@@ -84,7 +85,7 @@ def scenarios(people):
 
     def gate():
         plan = approved_plan(people, [step("g", "high_effect", {"label": "walk"})])
-        executor.plan_run(plan_id=plan.pk, actor=alice)
+        engine.plan_run(plan_id=plan.pk, actor=alice)
         return Client().post(f"/api/plans/{plan.pk}/steps/g/decision", {"approve": True}, headers=token(bob), **json_post), "gate.approved"
 
     return {

@@ -4,8 +4,8 @@ from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
 from approvals.policy import four_eyes_violation
+from core.roles import user_can
 from planning.models import Plan, Step
-from planning.permissions import user_can
 
 
 def progress_of(steps) -> dict:
@@ -25,7 +25,7 @@ def step_controls(plan: Plan, user, authors: set[int]) -> dict:
     }
 
 
-def render_live(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None) -> str:
+def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None) -> str:
     steps = list(plan.steps.all())
     authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
     shown = steps if step_keys is None else [s for s in steps if s.key in set(step_keys)]

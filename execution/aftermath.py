@@ -7,7 +7,8 @@ from django.conf import settings
 from django.db import transaction
 
 from approvals import audit
-from planning import llm, planner, progress
+from core import llm
+from planning import broadcast, planner
 from planning.diff import diff_contents
 from planning.models import Plan, Step, plan_content
 from planning.services import write_revision
@@ -75,7 +76,7 @@ def replan(plan_id: int) -> Plan:
                 "voided_approvals": voided,
             },
         )
-        progress.announce(plan.pk, all_steps=True, log=f"Replan proposed as revision {plan.revision}; it needs approval before it runs.")
+        broadcast.announce(plan.pk, all_steps=True, log=f"Replan proposed as revision {plan.revision}; it needs approval before it runs.")
     return plan
 
 
@@ -111,5 +112,5 @@ def compose_answer(plan_id: int) -> Plan:
         plan.answer_text = answer[:10_000]
         plan.save(update_fields=["answer_text", "updated_at"])
         audit.record(action="plan.answered", plan_id=plan.pk, data={"source": source, "chars": len(plan.answer_text)})
-        progress.announce(plan.pk, log="Answer written.")
+        broadcast.announce(plan.pk, log="Answer written.")
     return plan

@@ -5,7 +5,7 @@ from typing import Annotated
 from django.conf import settings
 from pydantic import Field
 
-from approvals.policy import Risk
+from core.risk import Risk
 from sandbox import services as sandbox_services
 
 from .registry import ToolError, tool

@@ -1,0 +1,211 @@
+"""The engine: starts and cancels runs, and dispatches steps as their dependencies finish.
+
+It runs exactly the approved revision of a plan. Dispatch holds the plan's row lock, so two workers never
+dispatch the same step; each step's moves go through execution.transitions (checked, audited, announced
+after commit). Executing one step is the worker's job (execution/worker.py).
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from approvals import audit
+from approvals.policy import needs_runtime_gate
+from core import jobs
+from core.canonical import sha256_of
+from core.errors import ServiceError
+from execution import code_apply
+from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step_finish, step_transition
+from planning import broadcast, dry_runs
+from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
+from planning.models import Plan, Step, content_hash_of
+from planning.review import valid_plan_approval
+from tools.registry import readable_validation_errors, registry
+
+RUN_RESET_FIELDS = ["status", "output", "error", "note", "resolved_args", "gate_hash", "queued_at", "started_at", "finished_at", "deadline"]
+
+
+def tool_timeout(step: Step) -> float:
+    tool = registry.get(step.tool)
+    return tool.timeout_s if tool else 30
+
+
+def queue_step(step: Step, countdown: float = 0) -> None:
+    """Send the step to a worker after commit, with time limits from its tool."""
+    timeout = tool_timeout(step)
+    jobs.enqueue(
+        "planning.tasks.execute_step_task",
+        step.pk,
+        countdown=countdown,
+        soft_time_limit=timeout,
+        time_limit=timeout + 10,
+        queue=settings.COUNTERSIGN_QUEUE_STEPS,
+    )
+
+
+def step_intact(step: Step) -> bool:
+    """The step's row still holds what was approved (checked per step, so the cost does not grow with
+    the plan: the whole plan's hash is checked once, when the run starts)."""
+    return bool(step.approved_hash) and sha256_of(step.content()) == step.approved_hash
+
+
+# ---- starting, cancelling ---------------------------------------------------------------------------
+
+
+def plan_run(*, plan_id: int, actor) -> Plan:
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
+        if plan.status != Plan.Status.APPROVED:
+            raise ServiceError(f"Only an approved plan can run; this one is {plan.get_status_display().lower()}.", status=409)
+        steps = list(plan.steps.select_for_update())
+        if valid_plan_approval(plan) is None or content_hash_of(steps) != plan.content_hash:
+            raise ServiceError("The plan's content is not the approved content; it needs a fresh approval.", status=409)
+        if dry_runs.is_code_plan(plan):
+            audit.record(
+                action="plan.run_started", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash}
+            )
+            return code_apply.code_plan_apply(plan, actor)
+        for step in steps:
+            if step.status != S.SUCCEEDED:  # after a replan, completed steps and their outputs are kept
+                check_transition(step, S.PENDING)
+                step.status, step.output, step.error, step.note = S.PENDING, None, "", ""
+                step.resolved_args, step.gate_hash = None, ""
+                step.queued_at = step.started_at = step.finished_at = step.deadline = None
+            step.approved_hash = sha256_of(step.content())
+        Step.objects.bulk_update(steps, [*RUN_RESET_FIELDS, "approved_hash"])
+        plan.status, plan.executing_hash, plan.started_at, plan.finished_at = Plan.Status.RUNNING, plan.content_hash, timezone.now(), None
+        plan.answer_text = ""
+        plan.save(update_fields=["status", "executing_hash", "started_at", "finished_at", "answer_text", "updated_at"])
+        audit.record(
+            action="plan.run_started", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash}
+        )
+        broadcast.announce(plan.pk, log=f"Run started by {actor.get_username()} (revision {plan.revision}).")
+        dispatch_locked(plan, steps)
+    return plan
+
+
+def plan_cancel(*, plan_id: int, actor) -> Plan:
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        if plan.status not in {Plan.Status.RUNNING, Plan.Status.APPROVED}:
+            raise ServiceError(
+                f"Only an approved or running plan can be cancelled; this one is {plan.get_status_display().lower()}.", status=409
+            )
+        # One audit event for the whole cancel (not one per step), over the statuses the table lets cancel.
+        cancellable = [status for status, targets in ALLOWED.items() if S.CANCELLED in targets]
+        cancelled = plan.steps.filter(status__in=cancellable).update(
+            status=S.CANCELLED, note=f"Cancelled by {actor.get_username()}", finished_at=timezone.now()
+        )
+        plan.status, plan.finished_at = Plan.Status.CANCELLED, timezone.now()
+        plan.save(update_fields=["status", "finished_at", "updated_at"])
+        audit.record(action="plan.cancelled", actor=actor, plan_id=plan.pk, data={"cancelled_steps": cancelled, "revision": plan.revision})
+        broadcast.announce(
+            plan.pk, all_steps=True, log=f"Cancelled by {actor.get_username()}; steps already running finish, nothing new starts."
+        )
+    return plan
+
+
+# ---- dispatching ------------------------------------------------------------------------------------
+
+
+def dispatch(plan_id: int) -> None:
+    """Move every step whose dependencies are done: skip it, gate it, or queue it. Idempotent."""
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        if plan.status != Plan.Status.RUNNING:
+            return
+        dispatch_locked(plan, list(plan.steps.select_for_update()))
+
+
+def dispatch_locked(plan: Plan, steps: list[Step]) -> None:
+    by_key = {step.key: step for step in steps}
+    if plan.content_hash != plan.executing_hash:
+        fail_plan(plan, steps, "The plan's content no longer matches the approved hash; execution stopped.")
+        return
+    outputs = {step.key: step.output for step in steps if step.status == S.SUCCEEDED}
+    changed = True
+    while changed:  # a skip can unblock (and skip) further dependents in the same pass
+        changed = False
+        for step in steps:
+            if step.status != S.PENDING:
+                continue
+            deps = [by_key[key] for key in step.depends_on]
+            blocked = next((d for d in deps if d.status in {S.SKIPPED, S.FAILED, S.CANCELLED}), None)
+            if blocked is not None:
+                step_finish(step, S.SKIPPED, note=f"Skipped: {blocked.key} {blocked.get_status_display().lower()}.")
+                changed = True
+            elif all(d.status == S.SUCCEEDED for d in deps):
+                if not step_intact(step):
+                    fail_plan(plan, steps, f"Step {step.key} no longer matches the approved content; execution stopped.")
+                    return
+                _prepare(plan, step, outputs)
+                changed = changed or step.status in DONE
+    if not any(step.status in OPEN for step in steps):
+        _finalize(plan, steps)
+
+
+def _prepare(plan: Plan, step: Step, outputs: dict) -> None:
+    """Resolve a ready step's arguments, then skip, fail, gate or queue it."""
+    try:
+        if step.condition and not evaluate_condition(step.condition, outputs):
+            step_finish(step, S.SKIPPED, note=f"Skipped: condition {step.condition} is false.")
+            return
+        resolved = resolve_templates(step.args, outputs)
+    except ExpressionError as error:
+        step_finish(step, S.FAILED, error=f"Could not prepare the step: {error}")
+        return
+    tool = registry.get(step.tool)
+    if tool is None:
+        step_finish(step, S.FAILED, error=f"Tool {step.tool!r} is not registered on this server.")
+        return
+    try:
+        tool.validate_args(resolved)
+    except ValidationError as error:
+        step_finish(step, S.FAILED, error="Resolved arguments do not fit the tool: " + "; ".join(readable_validation_errors(error)))
+        return
+    step.resolved_args = resolved
+    if needs_runtime_gate(registry.risk_of(step.tool)):
+        gate_hash = sha256_of({"plan_hash": plan.executing_hash, "step": step.key, "tool": step.tool, "args": resolved})
+        step_transition(
+            step,
+            S.WAITING_APPROVAL,
+            fields={"resolved_args": resolved, "gate_hash": gate_hash},
+            data={"tool": step.tool, "resolved_args": resolved, "gate_hash": gate_hash},
+            log=f"{step.key} waits for an approver: {step.tool} with its resolved arguments.",
+        )
+        return
+    step_enqueue(step)
+
+
+def step_enqueue(step: Step, *, log: str | None = None) -> None:
+    """Queue a step for a worker; its deadline covers the wait in the queue and the tool's time limit."""
+    now = timezone.now()
+    deadline = now + timedelta(seconds=tool_timeout(step) + settings.COUNTERSIGN_DEADLINE_GRACE_S)
+    step_transition(step, S.QUEUED, fields={"resolved_args": step.resolved_args, "queued_at": now, "deadline": deadline}, log=log)
+    queue_step(step)
+
+
+def fail_plan(plan: Plan, steps: list[Step], reason: str) -> None:
+    for step in steps:
+        if step.status in {S.PENDING, S.WAITING_APPROVAL, S.QUEUED}:
+            step_finish(step, S.CANCELLED, note=reason)
+    plan.status, plan.finished_at = Plan.Status.FAILED, timezone.now()
+    plan.save(update_fields=["status", "finished_at", "updated_at"])
+    audit.record(action="plan.failed", plan_id=plan.pk, data={"reason": reason})
+    broadcast.announce(plan.pk, log=reason)
+
+
+def _finalize(plan: Plan, steps: list[Step]) -> None:
+    failed = [step for step in steps if step.status == S.FAILED]
+    plan.status = Plan.Status.FAILED if failed else Plan.Status.SUCCEEDED
+    plan.finished_at = timezone.now()
+    plan.save(update_fields=["status", "finished_at", "updated_at"])
+    audit.record(action=f"plan.{plan.status}", plan_id=plan.pk, data={"failed_steps": [s.key for s in failed], "revision": plan.revision})
+    broadcast.announce(plan.pk, log=f"Plan {plan.get_status_display().lower()}.")
+    if failed and plan.replan_count < settings.COUNTERSIGN_MAX_REPLANS:
+        jobs.enqueue("planning.tasks.replan_task", plan.pk)
+    else:
+        jobs.enqueue("planning.tasks.compose_answer_task", plan.pk)

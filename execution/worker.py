@@ -1,0 +1,145 @@
+"""The worker's side of a step: claim it, call its tool, record the outcome, dispatch what it unblocked.
+
+A step of a non-idempotent tool runs at most once per attempt key: the attempt row is committed before
+the tool is called, so a redelivered task finds it and stops instead of acting twice.
+"""
+
+import logging
+import os
+import socket
+from datetime import timedelta
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from execution.engine import dispatch, queue_step, step_intact
+from execution.transitions import DONE, OPEN, S, step_finish, step_interrupt, step_transition
+from planning.models import Plan, Step, StepAttempt
+from planning.review import valid_plan_approval
+from tools.registry import ToolError, registry
+
+log = logging.getLogger(__name__)
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _claim(step_id: int) -> tuple[Step, StepAttempt] | str:
+    """Mark the step running and commit an attempt row before the tool runs. Otherwise say why not:
+    "refused" (not runnable now: done, cancelled, or a non-idempotent attempt already began) or
+    "failed" (the plan no longer matches its approval)."""
+    with transaction.atomic():
+        # Only the step's row is locked: parallel steps of one plan start without queueing on the plan's
+        # lock. A cancel takes the plan's lock and then the steps', so it waits for this claim or sees it.
+        step = Step.objects.select_for_update().get(pk=step_id)
+        plan = Plan.objects.select_related("goal").get(pk=step.plan_id)
+        tool = registry.get(step.tool)
+        if plan.status != Plan.Status.RUNNING or step.status not in {S.QUEUED, S.RUNNING}:
+            return "refused"
+        if plan.content_hash != plan.executing_hash or valid_plan_approval(plan) is None or not step_intact(step):
+            step_finish(step, S.FAILED, error="Refused: the plan no longer matches the approved content.")
+            return "failed"
+        previous = step.attempts.count()
+        if step.status == S.RUNNING and not (tool and tool.idempotent):
+            # The task came back while its attempt was under way (the worker died): running it again could
+            # repeat a side effect, so a person decides.
+            step_interrupt(
+                step,
+                note="Interrupted: a previous attempt may have run. Retry or skip it.",
+                reason="a previous attempt may have run",
+                data={"attempts": previous},
+            )
+            return "refused"
+        number = previous + 1
+        key = f"{plan.executing_hash[:16]}:{step.key}:{plan.replan_count}:{step.queued_at.timestamp() if step.queued_at else 0}"
+        if tool and tool.idempotent:
+            key += f":{number}"
+        attempt, created = StepAttempt.objects.get_or_create(
+            idempotency_key=key, defaults={"step": step, "number": number, "worker": _worker_name()}
+        )
+        if not created:
+            step_interrupt(
+                step,
+                note="Interrupted: this attempt already started once. Retry or skip it.",
+                reason="its attempt had already started",
+                data={"attempt_key": key},
+            )
+            return "refused"
+        step_transition(
+            step,
+            S.RUNNING,
+            fields={"started_at": step.started_at or timezone.now()},
+            data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
+            log=f"{step.key} running ({step.tool}, attempt {number}).",
+        )
+    return step, attempt
+
+
+def execute_step(step_id: int) -> str:
+    claimed = _claim(step_id)
+    if claimed == "failed":
+        dispatch(Step.objects.values_list("plan_id", flat=True).get(pk=step_id))
+    if isinstance(claimed, str):
+        return claimed
+    step, attempt = claimed
+    tool = registry.get(step.tool)
+    try:
+        output = tool.call(step.resolved_args or {})
+    except Exception as error:  # noqa: BLE001 (any tool failure is recorded on the step, never lost)
+        return _attempt_failed(step, attempt, tool, error)
+    with transaction.atomic():
+        StepAttempt.objects.filter(pk=attempt.pk).update(status="succeeded", finished_at=timezone.now())
+        step = Step.objects.select_for_update().get(pk=step.pk)
+        step_finish(step, S.SUCCEEDED, output=output)
+    if _has_work(step.plan_id):
+        dispatch(step.plan_id)
+    return "succeeded"
+
+
+def _has_work(plan_id: int) -> bool:
+    """Whether a dispatch would do anything: a pending step whose dependencies are all done, or nothing
+    left open (the plan must be finalised). Read without locks after our own commit: of two steps that
+    finish together, the one that looks last sees the other's commit, so a ready step is never missed."""
+    rows = list(Step.objects.filter(plan_id=plan_id).values_list("key", "status", "depends_on"))
+    status = {key: state for key, state, _ in rows}
+    if not any(state in OPEN for state in status.values()):
+        return True
+    return any(state == S.PENDING and all(status.get(dep) in DONE for dep in deps) for _, state, deps in rows)
+
+
+def _failure_message(step: Step, tool, error: Exception) -> str:
+    if isinstance(error, SoftTimeLimitExceeded):
+        return f"Timed out after {tool.timeout_s:g} s."
+    if isinstance(error, (ToolError, ValidationError)):
+        return str(error)
+    log.exception("Tool %s failed on step %s", step.tool, step.pk)
+    return f"{type(error).__name__}: {error}"
+
+
+def _attempt_failed(step: Step, attempt: StepAttempt, tool, error: Exception) -> str:
+    message = _failure_message(step, tool, error)
+    retry = tool.idempotent and attempt.number < settings.COUNTERSIGN_MAX_ATTEMPTS
+    with transaction.atomic():
+        StepAttempt.objects.filter(pk=attempt.pk).update(status="failed", error=message[:2000], finished_at=timezone.now())
+        step = Step.objects.select_for_update().get(pk=step.pk)
+        if retry:
+            delay = settings.COUNTERSIGN_RETRY_BACKOFF_S * 2 ** (attempt.number - 1)
+            deadline = timezone.now() + timedelta(seconds=delay + tool.timeout_s + settings.COUNTERSIGN_DEADLINE_GRACE_S)
+            step_transition(
+                step,
+                S.QUEUED,
+                fields={"error": message, "deadline": deadline},
+                action="step.retrying",
+                data={"attempt": attempt.number, "error": message[:2000], "delay_s": delay},
+                log=f"{step.key} attempt {attempt.number} failed ({message}); retrying in {delay:g} s.",
+            )
+            queue_step(step, countdown=delay)
+        else:
+            step_finish(step, S.FAILED, error=message)
+    if not retry:
+        dispatch(step.plan_id)
+    return "retrying" if retry else "failed"

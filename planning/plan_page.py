@@ -1,0 +1,121 @@
+"""The plan page, shared by the planning views (review, edits) and the execution views (run, gates):
+its context, the partial re-render after an action, and how a refused action is shown."""
+
+import json
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django_htmx.http import reswap, retarget
+from django_htmx.middleware import HtmxDetails
+
+from core.errors import ServiceError
+from core.roles import user_can
+from planning import dry_runs, review, selectors, services
+from planning.forms import CodeStepForm, DecisionForm, PlaybookForm, RetryForm, StepForm
+from planning.fragments import progress_of, step_controls
+from planning.graph import plan_graph
+from planning.models import Plan
+from tools.registry import registry
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def plan_context(request, plan: Plan, **extra) -> dict:
+    plan, steps = selectors.plan_with_steps(plan)
+    approvals = selectors.plan_approvals(plan)
+    authors = selectors.revision_author_ids(plan)
+    can_edit = user_can(request.user, "edit") and plan.is_editable
+    is_code = dry_runs.is_code_plan(plan)
+    dry_run = dry_runs.current_dry_run(plan) if is_code else None
+    context = {
+        "plan": plan,
+        "steps": steps,
+        "issues": selectors.stored_plan_issues(steps),
+        "graph": plan_graph(steps),
+        "approvals": approvals,
+        "current_approvals": [a for a in approvals if a.voided_at is None],
+        "voided_approvals": [a for a in approvals if a.voided_at is not None and a.kind == "plan"],
+        "can_edit": can_edit,
+        "decision_blocker": review.approval_blocker(plan=plan, user=request.user, authors=authors),
+        "decision_form": DecisionForm(initial={"revision": plan.revision, "content_hash": dry_runs.approval_hash(plan, dry_run)}),
+        "is_code_plan": is_code,
+        "dry_run": dry_run,
+        "approval_hash": dry_runs.approval_hash(plan, dry_run),
+        "code_blocker": dry_runs.dry_run_blocker(plan, dry_run),
+        "can_refresh_dry_run": is_code
+        and user_can(request.user, "edit")
+        and plan.status in {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED},
+        "retry_form": RetryForm(),
+        "playbook_form": PlaybookForm(initial={"name": plan.goal.text[:200]}),
+        "can_save_playbook": user_can(request.user, "approve") and plan.status in services.SAVEABLE_STATUSES,
+        "show_decision": user_can(request.user, "approve"),
+        "progress": progress_of(steps),
+        "events": selectors.plan_events(plan),
+        **step_controls(plan, request.user, authors),
+    }
+    if can_edit:
+        context["add_form"] = step_form(plan, steps, key=None)
+    context.update(extra)
+    return context
+
+
+def step_form(plan: Plan, steps, *, key: str | None, data=None) -> StepForm:
+    others = [s.key for s in steps if s.key != key]
+    step = next((s for s in steps if s.key == key), None)
+    if step is not None and step.tool == "python_sandbox":
+        initial = {"revision": plan.revision, "code": step.args.get("code", ""), "tables": ", ".join(step.args.get("tables", []))}
+        initial["user_request"] = step.args.get("user_request", "")
+        return CodeStepForm(data, initial=initial, prefix=f"step-{key}")
+    initial = {"revision": plan.revision, "args": "{}"}
+    if key is not None:
+        step = next(s for s in steps if s.key == key)
+        initial.update(
+            {
+                "title": step.title,
+                "description": step.description,
+                "tool": step.tool,
+                "args": json.dumps(step.args, indent=2, ensure_ascii=False),
+                "depends_on": step.depends_on,
+                "condition": step.condition,
+                "success_criteria": step.success_criteria,
+            }
+        )
+    return StepForm(data, initial=initial, tools=registry.names(), other_keys=others, prefix=f"step-{key or 'new'}")
+
+
+def render_plan_body(request, plan: Plan, *, status: int = 200, **extra) -> HttpResponse:
+    return render(request, "planning/plan_detail.html#plan-body", plan_context(request, plan, **extra), status=status)
+
+
+def refused(request: HtmxHttpRequest, plan: Plan, message: str, status: int) -> HttpResponse:
+    """A refused action: the plan's message area (htmx) or a flash message on the plan page."""
+    if not request.htmx:
+        messages.error(request, message)
+        return redirect("plan_detail", plan_id=plan.pk)
+    return conflict(request, plan, message, status=status)
+
+
+def conflict(request, plan: Plan, message: str, status: int = 409) -> HttpResponse:
+    response = render(request, "planning/_plan_message.html", {"message": message, "kind": "conflict", "plan": plan}, status=status)
+    return retarget(reswap(response, "outerHTML"), "#plan-messages")
+
+
+def perform_action(request: HtmxHttpRequest, plan: Plan, perform, *, done: str | None = None) -> HttpResponse:
+    """Run a service for an action button. Errors come back as the plan message (htmx) or a flash
+    message. With `done`, success re-renders the plan body; without it (gates, interrupted steps) the
+    live channel redraws the step, so an htmx request gets an empty 204."""
+    try:
+        perform()
+    except ServiceError as error:
+        return refused(request, plan, error.message, error.status)
+    if not request.htmx:
+        if done:
+            messages.success(request, done)
+        return redirect("plan_detail", plan_id=plan.pk)
+    if done is None:
+        return HttpResponse(status=204)
+    plan.refresh_from_db()
+    return render_plan_body(request, plan, flash=done)

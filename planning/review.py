@@ -1,0 +1,95 @@
+"""Countersigning a plan: decisions bound to the exact revision hash on screen, under the four-eyes
+rule. The decision changes the plan's status, so it lives with the plan (approvals keeps the records)."""
+
+from django.db import transaction
+
+from approvals import audit
+from approvals.models import Approval
+from approvals.policy import four_eyes_violation
+from core.errors import ServiceError
+from core.roles import user_can
+from planning import dry_runs
+from planning.models import Plan, PlanRevision
+from planning.services import StaleRevision
+
+DECISION_ACTIONS = {
+    Approval.Decision.APPROVED: "plan.approved",
+    Approval.Decision.REJECTED: "plan.rejected",
+    Approval.Decision.CHANGES_REQUESTED: "plan.changes_requested",
+}
+
+
+def revision_authors(plan: Plan) -> set[int]:
+    return set(PlanRevision.objects.filter(plan=plan, author__isnull=False).values_list("author_id", flat=True))
+
+
+def approval_blocker(*, plan: Plan, user, authors: set[int] | None = None) -> str | None:
+    """Why `user` cannot decide on `plan` now, or None when they can."""
+    if not user_can(user, "approve"):
+        return "Only approvers can countersign plans."
+    if plan.status != Plan.Status.AWAITING_APPROVAL:
+        return f"The plan is {plan.get_status_display().lower()}, not awaiting approval."
+    return four_eyes_violation(
+        approver=user, author_ids=revision_authors(plan) if authors is None else authors, requester_id=plan.goal.requester_id
+    )
+
+
+def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: str | None, decision: str, comment: str = "") -> Approval:
+    if decision not in DECISION_ACTIONS:
+        raise ServiceError("Decide approved, rejected or changes_requested.", status=422)
+    comment = (comment or "").strip()
+    if decision != Approval.Decision.APPROVED and not comment:
+        raise ServiceError("Say why in a comment, so the operator knows what to change.", status=422)
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
+        dry_run = dry_runs.current_dry_run(plan) if dry_runs.is_code_plan(plan) else None
+        expected = dry_runs.approval_hash(plan, dry_run)
+        if revision != plan.revision or (content_hash is not None and content_hash not in {expected, plan.content_hash}):
+            raise StaleRevision(plan.revision)
+        if content_hash is not None and content_hash != expected:
+            raise ServiceError("The dry-run diff changed since you looked; reload the plan.", status=409)
+        blocker = approval_blocker(plan=plan, user=actor)
+        if blocker:
+            raise ServiceError(blocker, status=403 if "approvers" in blocker or "Four-eyes" in blocker else 409)
+        code_blocker = dry_runs.dry_run_blocker(plan, dry_run)
+        if code_blocker and decision == Approval.Decision.APPROVED:
+            raise ServiceError(code_blocker, status=409)
+        approval = Approval.objects.create(
+            plan=plan,
+            kind=Approval.Kind.PLAN,
+            decision=decision,
+            comment=comment[:5000],
+            approver=actor,
+            revision=plan.revision,
+            content_hash=expected,
+        )
+        if decision == Approval.Decision.APPROVED:
+            plan.status = Plan.Status.APPROVED
+        elif decision == Approval.Decision.REJECTED:
+            plan.status = Plan.Status.REJECTED
+        plan.save(update_fields=["status", "updated_at"])
+        audit.record(
+            action=DECISION_ACTIONS[decision],
+            actor=actor,
+            plan_id=plan.pk,
+            data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000]},
+        )
+    return approval
+
+
+def valid_plan_approval(plan: Plan) -> Approval | None:
+    """The approval that covers the plan's current content, if any (not voided, same hash and revision;
+    for code plans the hash also covers the dry run's diff)."""
+    expected = dry_runs.approval_hash(plan, dry_runs.current_dry_run(plan))
+    return (
+        Approval.objects.filter(
+            plan=plan,
+            kind=Approval.Kind.PLAN,
+            decision=Approval.Decision.APPROVED,
+            voided_at__isnull=True,
+            content_hash=expected,
+            revision=plan.revision,
+        )
+        .order_by("-created_at")
+        .first()
+    )

@@ -1,0 +1,133 @@
+"""What the API says about a plan: response schemas, the plan's JSON form, and refusals as JSON.
+Shared by the planning and execution routers."""
+
+from typing import Any
+
+from ninja import Schema, Status
+
+from core.errors import ServiceError
+from planning import dry_runs
+from planning.models import Plan
+from planning.services import InvalidEdit, StaleRevision
+
+
+class StepOut(Schema):
+    key: str
+    position: int
+    title: str
+    description: str
+    tool: str
+    args: dict[str, Any]
+    depends_on: list[str]
+    condition: str
+    success_criteria: str
+    risk: str
+    status: str
+    output: Any = None
+    error: str
+
+
+class ApprovalOut(Schema):
+    kind: str
+    decision: str
+    approver: str
+    comment: str
+    revision: int
+    content_hash: str
+    created_at: str
+    voided: bool
+
+
+class PlanOut(Schema):
+    id: int
+    goal_id: int
+    goal: str
+    requester: str
+    status: str
+    revision: int
+    content_hash: str
+    planner: str
+    planner_source: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    latency_ms: int
+    failure_reason: str
+    answer_text: str
+    steps: list[StepOut]
+    approvals: list[ApprovalOut]
+    approval_hash: str
+    dry_run: dict[str, Any] | None = None
+
+
+class Error(Schema):
+    detail: Any
+
+
+def plan_out(plan: Plan) -> dict:
+    steps = list(plan.steps.all())
+    dry_run = dry_runs.current_dry_run(plan) if dry_runs.is_code_plan(plan) else None
+    approvals = list(plan.approvals.select_related("approver"))
+    return {
+        "id": plan.pk,
+        "goal_id": plan.goal_id,
+        "goal": plan.goal.text,
+        "requester": plan.goal.requester.get_username(),
+        "status": plan.status,
+        "revision": plan.revision,
+        "content_hash": plan.content_hash,
+        "planner": plan.planner,
+        "planner_source": plan.planner_source,
+        "model": plan.model,
+        "tokens_in": plan.tokens_in,
+        "tokens_out": plan.tokens_out,
+        "latency_ms": plan.latency_ms,
+        "failure_reason": plan.failure_reason,
+        "answer_text": plan.answer_text,
+        "steps": [
+            {**step.content(), "position": step.position, "status": step.status, "output": step.output, "error": step.error}
+            for step in steps
+        ],
+        "approval_hash": dry_runs.approval_hash(plan, dry_run),
+        "dry_run": None
+        if dry_run is None
+        else {
+            "result": dry_run.result,
+            "effects": [{k: v for k, v in e.items() if k != "row_id"} for e in dry_run.effects],
+            "effects_hash": dry_run.effects_hash,
+            "status": dry_run.status,
+            "message": dry_run.message,
+        },
+        "approvals": [
+            {
+                "kind": approval.kind,
+                "decision": approval.decision,
+                "approver": approval.approver.get_username(),
+                "comment": approval.comment,
+                "revision": approval.revision,
+                "content_hash": approval.content_hash,
+                "created_at": approval.created_at.isoformat(),
+                "voided": approval.voided_at is not None,
+            }
+            for approval in approvals
+        ],
+    }
+
+
+class EditError(Schema):
+    detail: Any
+    issues: list[dict[str, Any]] | None = None
+    current_revision: int | None = None
+
+
+EDIT_RESPONSES = {200: PlanOut, 201: PlanOut, 403: Error, 404: Error, 409: EditError, 422: EditError}
+
+
+def error_response(error: ServiceError):
+    """A refused service call as the API's JSON body, with the edit issues or the current revision."""
+    body: dict[str, Any] = {"detail": error.message}
+    if isinstance(error, InvalidEdit):
+        body["issues"] = [issue.as_dict() for issue in error.issues]
+    if isinstance(error, StaleRevision):
+        body["current_revision"] = error.current
+    return Status(error.status, body)

@@ -1,3 +1,0 @@
-"""Importing this module registers every built-in tool."""
-
-from planning.tools import code, general, oncall, store  # noqa: F401
