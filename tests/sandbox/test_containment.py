@@ -161,9 +161,23 @@ def test_tables_are_copies_and_changes_come_back_as_effects():
     ]
 
 
-def test_every_denied_system_call_answers_eperm_inside_the_child():
-    from sandbox.child import X86_64
+# The wave-1 deny list, kept here as its own list (x86_64 numbers from asm/unistd_64.h): under the allow
+# list every one of these still answers EPERM.
+X86_64 = {
+    "socket": 41, "socketpair": 53, "connect": 42, "bind": 49, "listen": 50, "accept": 43, "accept4": 288, "sendto": 44,
+    "sendmsg": 46, "recvfrom": 45, "recvmsg": 47, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "ptrace": 101,
+    "kill": 62, "tkill": 200, "process_vm_readv": 310, "process_vm_writev": 311, "open": 2, "openat": 257, "openat2": 437,
+    "creat": 85, "open_by_handle_at": 304, "name_to_handle_at": 303, "mkdir": 83, "mkdirat": 258, "rmdir": 84, "unlink": 87,
+    "unlinkat": 263, "rename": 82, "renameat": 264, "renameat2": 316, "link": 86, "linkat": 265, "symlink": 88,
+    "symlinkat": 266, "chmod": 90, "fchmod": 91, "fchmodat": 268, "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+    "truncate": 76, "mknod": 133, "mknodat": 259, "mount": 165, "umount2": 166, "chroot": 161, "pivot_root": 155,
+    "unshare": 272, "setns": 308, "bpf": 321, "io_uring_setup": 425, "keyctl": 250, "add_key": 248, "request_key": 249,
+    "personality": 135, "setuid": 105, "setgid": 106, "setreuid": 113, "setregid": 114, "setresuid": 117,
+    "setresgid": 119, "userfaultfd": 323, "perf_event_open": 298,
+}  # fmt: skip
 
+
+def test_every_denied_system_call_answers_eperm_inside_the_child():
     if os.uname().machine != "x86_64":
         pytest.skip("the hand-written filter table is for x86_64; other machines use libseccomp")
     code = textwrap.dedent(

@@ -1,0 +1,1 @@
+"""The sandbox: the operating-system wall and the language policy, each shown to hold."""
