@@ -38,9 +38,22 @@ def _workers() -> tuple[str, int]:
 @never_cache
 @require_GET
 def healthz(request):
-    """Liveness for operators and load balancers: a real query, a Redis PING and a Celery worker ping."""
+    """Liveness for operators and load balancers: a real query, a Redis PING and a Celery worker ping.
+    `sandbox` says whether this host's kernel lets code plans run; it is reported, not counted in the
+    status: everything else still works without code plans, and a load balancer that took the host out
+    for it would stop those too."""
+    from sandbox.runner import unavailable_reason  # checked once per process, then cached
+
     database, redis_state = _database(), _redis()
     workers, count = _workers() if redis_state == "ok" else ("error: redis unavailable", 0)
     ok = database == redis_state == workers == "ok"
-    body = {"status": "ok" if ok else "degraded", "database": database, "redis": redis_state, "workers": workers, "worker_count": count}
+    reason = unavailable_reason()
+    body = {
+        "status": "ok" if ok else "degraded",
+        "database": database,
+        "redis": redis_state,
+        "workers": workers,
+        "worker_count": count,
+        "sandbox": "ok" if reason is None else f"code plans unavailable: {reason}",
+    }
     return JsonResponse(body, status=200 if ok else 503)
