@@ -4,6 +4,7 @@ from typing import Any, Literal
 
 from django.core.exceptions import PermissionDenied
 from ninja import Router, Schema, Status
+from pydantic import Field
 
 from core.errors import ServiceError
 from core.roles import user_can
@@ -30,7 +31,8 @@ class GateOut(Schema):
 class GateDecisionIn(Schema):
     approve: bool
     comment: str = ""
-    gate_hash: str | None = None
+    # Required: the decision binds to the resolved arguments the approver saw (GET /api/gates).
+    gate_hash: str = Field(min_length=1, max_length=64, description="The gate_hash of the waiting step, from GET /api/gates")
 
 
 class Accepted(Schema):
@@ -80,7 +82,7 @@ def list_gates(request, status: Literal["pending"] = "pending"):
 
 @router.post(
     "/plans/{plan_id}/steps/{key}/decision",
-    response={200: StepOut, 403: Error, 404: Error, 409: EditError},
+    response={200: StepOut, 403: Error, 404: Error, 409: EditError, 422: EditError},
     summary="Approve or deny a waiting gate",
 )
 def answer_gate(request, plan_id: int, key: str, payload: GateDecisionIn):

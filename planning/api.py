@@ -65,7 +65,9 @@ class StepPatch(Schema):
 
 class DecisionIn(Schema):
     revision: int
-    content_hash: str | None = None
+    # Required: a countersignature binds to the exact content the approver saw (for a code plan, its
+    # dry run's diff too); without it an API client could approve something it never looked at.
+    content_hash: str = Field(min_length=1, max_length=64, description="The content_hash (approval hash) of the plan as you reviewed it")
     comment: str = ""
 
 

@@ -8,6 +8,7 @@ from approvals.models import Approval
 from approvals.policy import four_eyes_violation
 from core.errors import ServiceError
 from core.roles import user_can
+from core.text import refuse_control_characters
 from planning import dry_runs
 from planning.models import Plan, PlanRevision
 from planning.services import StaleRevision
@@ -38,6 +39,7 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
     if decision not in DECISION_ACTIONS:
         raise ServiceError("Decide approved, rejected or changes_requested.", status=422)
     comment = (comment or "").strip()
+    refuse_control_characters(comment, field="comment")
     if decision != Approval.Decision.APPROVED and not comment:
         raise ServiceError("Say why in a comment, so the operator knows what to change.", status=422)
     with transaction.atomic():

@@ -8,6 +8,7 @@ from approvals import audit
 from approvals.services import plan_approvals_void
 from core import jobs, llm
 from core.errors import ServiceError
+from core.text import refuse_control_characters
 from planning import dry_runs, planner
 from planning.code_planner import draft_code_plan
 from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
@@ -45,6 +46,7 @@ def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_ch
         raise ServiceError("Describe the goal in a sentence or two.", status=422)
     if len(text) > MAX_GOAL_CHARS:
         raise ServiceError(f"A goal can be at most {MAX_GOAL_CHARS} characters.", status=422)
+    refuse_control_characters(text, field="goal")
     if mode not in Goal.Mode.values:
         raise ServiceError("Mode must be steps or code.", status=422)
     if mode == Goal.Mode.CODE and not llm.is_configured():
@@ -146,6 +148,7 @@ def playbook_save_from_plan(*, plan: Plan, actor, name: str) -> Playbook:
     name = (name or "").strip()
     if not name:
         raise ServiceError("Give the playbook a name.", status=422)
+    refuse_control_characters(name, field="playbook name")
     if plan.status not in SAVEABLE_STATUSES:
         raise ServiceError("Only an approved plan can be saved as a playbook.", status=409)
     if Playbook.objects.filter(name=name).exists():

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.text import control_character_problem, json_control_character_problems
 from planning.expressions import ExpressionError, condition_refs, is_whole_template, template_refs
 from tools.registry import ToolRegistry, registry
 
@@ -157,6 +158,21 @@ def _ancestors(steps: list[StepDraft]) -> dict[str, set[str]]:
     return {key: of(key) for key in graph}
 
 
+TEXT_FIELDS = ("title", "description", "tool", "condition", "success_criteria")
+
+
+def _control_character_issues(step: StepDraft) -> list[PlanIssue]:
+    """Control characters anywhere in a step's text or arguments: refused here, once, so every planner and
+    every edit (views and API alike) is covered, and PostgreSQL never sees a NUL."""
+    issues = [PlanIssue(step.key, field, problem) for field in TEXT_FIELDS if (problem := control_character_problem(getattr(step, field)))]
+    # Deeper arguments are refused by check_args anyway; not walking them keeps the recursion bounded.
+    if _depth(step.args) <= MAX_ARGS_DEPTH:
+        for path, problem in json_control_character_problems(step.args):
+            issues.append(PlanIssue(step.key, f"args.{path}" if path else "args", problem))
+    issues += [PlanIssue(step.key, "depends_on", problem) for _, problem in json_control_character_problems(step.depends_on)]
+    return issues
+
+
 def validate_plan(data: Any, *, tools: ToolRegistry = registry, max_steps: int | None = None) -> list[dict]:
     """Validated steps (content fields, risk copied from the registry) or PlanInvalid with every issue."""
     max_steps = max_steps or settings.COUNTERSIGN_MAX_STEPS
@@ -176,6 +192,8 @@ def validate_plan(data: Any, *, tools: ToolRegistry = registry, max_steps: int |
             steps.append(StepDraft.model_validate(raw))
         except ValidationError as error:
             issues.extend(_pydantic_issues(error, label[:32]))
+    for step in steps:
+        issues.extend(_control_character_issues(step))
     if issues:
         raise PlanInvalid(issues)
 

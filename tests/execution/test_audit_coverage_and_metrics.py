@@ -61,18 +61,26 @@ def scenarios(people):
 
     def approve():
         plan = awaiting(people)
-        return Client().post(f"/api/plans/{plan.pk}/approve", {"revision": plan.revision}, headers=token(bob), **json_post), "plan.approved"
+        return Client().post(
+            f"/api/plans/{plan.pk}/approve", {"revision": plan.revision, "content_hash": plan.content_hash}, headers=token(bob), **json_post
+        ), "plan.approved"
 
     def reject():
         plan = awaiting(people)
         return Client().post(
-            f"/api/plans/{plan.pk}/reject", {"revision": plan.revision, "comment": "no"}, headers=token(bob), **json_post
+            f"/api/plans/{plan.pk}/reject",
+            {"revision": plan.revision, "content_hash": plan.content_hash, "comment": "no"},
+            headers=token(bob),
+            **json_post,
         ), "plan.rejected"
 
     def request_changes():
         plan = awaiting(people)
         return Client().post(
-            f"/api/plans/{plan.pk}/request-changes", {"revision": plan.revision, "comment": "more"}, headers=token(bob), **json_post
+            f"/api/plans/{plan.pk}/request-changes",
+            {"revision": plan.revision, "content_hash": plan.content_hash, "comment": "more"},
+            headers=token(bob),
+            **json_post,
         ), "plan.changes_requested"
 
     def run():
@@ -86,7 +94,10 @@ def scenarios(people):
     def gate():
         plan = approved_plan(people, [step("g", "high_effect", {"label": "walk"})])
         engine.plan_run(plan_id=plan.pk, actor=alice)
-        return Client().post(f"/api/plans/{plan.pk}/steps/g/decision", {"approve": True}, headers=token(bob), **json_post), "gate.approved"
+        gate_hash = plan.steps.get(key="g").gate_hash
+        return Client().post(
+            f"/api/plans/{plan.pk}/steps/g/decision", {"approve": True, "gate_hash": gate_hash}, headers=token(bob), **json_post
+        ), "gate.approved"
 
     return {
         ("post", "/api/goals"): goals,

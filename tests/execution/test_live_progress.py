@@ -91,7 +91,10 @@ def test_run_gates_and_decisions_through_the_api(people, celery_worker):
     ]
     assert (
         client.post(
-            f"/api/plans/{plan.pk}/steps/g/decision", {"approve": True}, content_type="application/json", headers=auth(alice)
+            f"/api/plans/{plan.pk}/steps/g/decision",
+            {"approve": True, "gate_hash": gates[0]["gate_hash"]},
+            content_type="application/json",
+            headers=auth(alice),
         ).status_code
         == 403
     )
@@ -102,7 +105,12 @@ def test_run_gates_and_decisions_through_the_api(people, celery_worker):
         headers=auth(bob),
     )
     assert decided.status_code == 200 and decided.json()["status"] in {"queued", "running", "succeeded"}
-    again = client.post(f"/api/plans/{plan.pk}/steps/g/decision", {"approve": True}, content_type="application/json", headers=auth(bob))
+    again = client.post(
+        f"/api/plans/{plan.pk}/steps/g/decision",
+        {"approve": True, "gate_hash": gates[0]["gate_hash"]},
+        content_type="application/json",
+        headers=auth(bob),
+    )
     assert again.status_code == 409
     wait_until(lambda: Plan.objects.get(pk=plan.pk).status == Plan.Status.SUCCEEDED, message="the plan to finish")
 

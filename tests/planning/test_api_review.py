@@ -79,15 +79,27 @@ def test_api_refuses_edits_from_approvers_and_approvals_from_the_requester(clien
     from django.contrib.auth.models import Group
 
     alice.groups.add(Group.objects.get(name="approver"))
-    own = client.post(f"/api/plans/{plan.pk}/approve", {"revision": 1}, content_type="application/json", headers=auth(alice))
+    own = client.post(
+        f"/api/plans/{plan.pk}/approve",
+        {"revision": 1, "content_hash": plan.content_hash},
+        content_type="application/json",
+        headers=auth(alice),
+    )
     assert own.status_code == 403 and "Four-eyes" in own.json()["detail"]
 
 
 def test_reject_through_the_api_needs_a_comment(client, bob, plan):
-    assert (
-        client.post(f"/api/plans/{plan.pk}/reject", {"revision": 1}, content_type="application/json", headers=auth(bob)).status_code == 422
+    uncommented = client.post(
+        f"/api/plans/{plan.pk}/reject",
+        {"revision": 1, "content_hash": plan.content_hash},
+        content_type="application/json",
+        headers=auth(bob),
     )
+    assert uncommented.status_code == 422 and "comment" in uncommented.json()["detail"]
     rejected = client.post(
-        f"/api/plans/{plan.pk}/reject", {"revision": 1, "comment": "Wrong customer"}, content_type="application/json", headers=auth(bob)
+        f"/api/plans/{plan.pk}/reject",
+        {"revision": 1, "content_hash": plan.content_hash, "comment": "Wrong customer"},
+        content_type="application/json",
+        headers=auth(bob),
     )
     assert rejected.status_code == 200 and rejected.json()["status"] == "rejected"
