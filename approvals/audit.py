@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core.canonical import sha256_of
+from core.canonical import json_as_stored, sha256_of
 
 from .models import AuditEvent, AuditHead
 
@@ -32,8 +32,9 @@ def event_hash(*, seq: int, created_at: str, actor_name: str, action: str, plan_
 
 def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str = "", data: dict | None = None) -> AuditEvent:
     """Append one event. Runs inside the caller's transaction, so the event commits or rolls back with
-    the change it describes."""
-    data = data or {}
+    the change it describes. `data` is stored, and hashed, as jsonb will give it back (numbers
+    normalised), so verify() recomputes the same hash from the row."""
+    data = json_as_stored(data or {})
     actor_name = actor.get_username() if actor is not None else SYSTEM_ACTOR
     with transaction.atomic():
         # Updating the head row first takes its row lock (PostgreSQL) or the write lock (SQLite) before
