@@ -8,6 +8,7 @@ from django.db import transaction
 
 from approvals import audit
 from core import llm
+from execution.failpoints import failpoint
 from planning import broadcast, planner
 from planning.diff import diff_contents
 from planning.models import Plan, Step, plan_content
@@ -47,8 +48,10 @@ def replan(plan_id: int) -> Plan:
     try:
         new_steps = draft.steps if draft else validate_plan({"steps": plan_content(kept) + _retry_proposal(remaining)})
     except PlanInvalid as invalid:
+        # No replan can be proposed, so the run ends with its answer (the reconciler would otherwise
+        # ask for this replan again and again).
         log.warning("Replan of plan %s is invalid: %s", plan_id, invalid)
-        return plan
+        return compose_answer(plan_id)
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         if plan.status != Plan.Status.FAILED:
@@ -77,6 +80,7 @@ def replan(plan_id: int) -> Plan:
             },
         )
         broadcast.announce(plan.pk, all_steps=True, log=f"Replan proposed as revision {plan.revision}; it needs approval before it runs.")
+        failpoint("during_replan")
     return plan
 
 
@@ -113,4 +117,5 @@ def compose_answer(plan_id: int) -> Plan:
         plan.save(update_fields=["answer_text", "updated_at"])
         audit.record(action="plan.answered", plan_id=plan.pk, data={"source": source, "chars": len(plan.answer_text)})
         broadcast.announce(plan.pk, log="Answer written.")
+        failpoint("during_answer")
     return plan

@@ -18,6 +18,7 @@ from core import jobs
 from core.canonical import sha256_of
 from core.errors import ServiceError
 from execution import code_apply
+from execution.failpoints import failpoint
 from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step_finish, step_transition
 from planning import broadcast, dry_runs
 from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
@@ -33,12 +34,19 @@ def tool_timeout(step: Step) -> float:
     return tool.timeout_s if tool else 30
 
 
+def queue_token(step: Step) -> int | None:
+    """Names the queueing a message was sent for (its queued_at, in microseconds): a message from an
+    earlier queueing of the step (one the reconciler gave up on and sent again) is recognised as stale."""
+    return round(step.queued_at.timestamp() * 1_000_000) if step.queued_at else None
+
+
 def queue_step(step: Step, countdown: float = 0) -> None:
     """Send the step to a worker after commit, with time limits from its tool."""
     timeout = tool_timeout(step)
     jobs.enqueue(
         "planning.tasks.execute_step_task",
         step.pk,
+        queue_token(step),
         countdown=countdown,
         soft_time_limit=timeout,
         time_limit=timeout + 10,
@@ -118,6 +126,16 @@ def dispatch(plan_id: int) -> None:
         if plan.status != Plan.Status.RUNNING:
             return
         dispatch_locked(plan, list(plan.steps.select_for_update()))
+        failpoint("during_dispatch")
+
+
+def needs_dispatch(rows: list[tuple[str, str, list[str]]]) -> bool:
+    """Whether a dispatch of a running plan would do anything, from its steps' (key, status, depends_on):
+    a pending step whose dependencies are all done, or nothing left open (the plan must be finalised)."""
+    status = {key: state for key, state, _ in rows}
+    if not any(state in OPEN for state in status.values()):
+        return True
+    return any(state == S.PENDING and all(status.get(dep) in DONE for dep in deps) for _, state, deps in rows)
 
 
 def dispatch_locked(plan: Plan, steps: list[Step]) -> None:
@@ -168,24 +186,46 @@ def _prepare(plan: Plan, step: Step, outputs: dict) -> None:
         return
     step.resolved_args = resolved
     if needs_runtime_gate(registry.risk_of(step.tool)):
-        gate_hash = sha256_of({"plan_hash": plan.executing_hash, "step": step.key, "tool": step.tool, "args": resolved})
-        step_transition(
-            step,
-            S.WAITING_APPROVAL,
-            fields={"resolved_args": resolved, "gate_hash": gate_hash},
-            data={"tool": step.tool, "resolved_args": resolved, "gate_hash": gate_hash},
-            log=f"{step.key} waits for an approver: {step.tool} with its resolved arguments.",
-        )
+        gate_open(plan, step)
         return
     step_enqueue(step)
 
 
-def step_enqueue(step: Step, *, log: str | None = None) -> None:
-    """Queue a step for a worker; its deadline covers the wait in the queue and the tool's time limit."""
+def gate_open(plan: Plan, step: Step, *, retry_requested_by=None) -> None:
+    """Hold a HIGH step for a runtime approval of exactly this attempt: the hash covers the resolved
+    arguments and the attempt number, so an approval of one attempt never lets another one run. A retry
+    names who asked for it (they may not approve it)."""
+    attempt = step.attempts.count() + 1
+    gate_hash = sha256_of(
+        {"plan_hash": plan.executing_hash, "step": step.key, "tool": step.tool, "args": step.resolved_args, "attempt": attempt}
+    )
+    data = {"tool": step.tool, "resolved_args": step.resolved_args, "gate_hash": gate_hash, "attempt": attempt}
+    if retry_requested_by is not None:
+        data["retry_requested_by"] = retry_requested_by.get_username()
+    step_transition(
+        step,
+        S.WAITING_APPROVAL,
+        fields={"resolved_args": step.resolved_args, "gate_hash": gate_hash},
+        data=data,
+        actor=retry_requested_by,
+        log=f"{step.key} waits for an approver: {step.tool} with its resolved arguments"
+        + (f" (retry asked for by {retry_requested_by.get_username()})." if retry_requested_by else "."),
+    )
+
+
+def step_enqueue(step: Step, *, log: str | None = None, action: str | None = "", data: dict | None = None) -> None:
+    """Queue a step for a worker. Its deadline here bounds only the wait for a claim (past it the step is
+    simply queued again); the claim sets the deadline of the run itself."""
     now = timezone.now()
-    deadline = now + timedelta(seconds=tool_timeout(step) + settings.COUNTERSIGN_DEADLINE_GRACE_S)
-    step_transition(step, S.QUEUED, fields={"resolved_args": step.resolved_args, "queued_at": now, "deadline": deadline}, log=log)
+    deadline = now + timedelta(seconds=settings.COUNTERSIGN_QUEUED_DEADLINE_S)
+    fields = {"resolved_args": step.resolved_args, "queued_at": now, "deadline": deadline}
+    step_transition(step, S.QUEUED, fields=fields, log=log, action=action, data=data)
     queue_step(step)
+
+
+def run_deadline(step: Step):
+    """When a claimed step counts as stuck: its tool's time limit plus the grace, from now."""
+    return timezone.now() + timedelta(seconds=tool_timeout(step) + settings.COUNTERSIGN_DEADLINE_GRACE_S)
 
 
 def fail_plan(plan: Plan, steps: list[Step], reason: str) -> None:
@@ -205,7 +245,14 @@ def _finalize(plan: Plan, steps: list[Step]) -> None:
     plan.save(update_fields=["status", "finished_at", "updated_at"])
     audit.record(action=f"plan.{plan.status}", plan_id=plan.pk, data={"failed_steps": [s.key for s in failed], "revision": plan.revision})
     broadcast.announce(plan.pk, log=f"Plan {plan.get_status_display().lower()}.")
+    aftermath_enqueue(plan, failed=bool(failed))
+
+
+def aftermath_enqueue(plan: Plan, *, failed: bool) -> str:
+    """Queue what follows a finished run: a replan when a step failed for good (while replans are left),
+    otherwise the answer. Both tasks are idempotent, so the reconciler may queue them again."""
     if failed and plan.replan_count < settings.COUNTERSIGN_MAX_REPLANS:
         jobs.enqueue("planning.tasks.replan_task", plan.pk)
-    else:
-        jobs.enqueue("planning.tasks.compose_answer_task", plan.pk)
+        return "replan"
+    jobs.enqueue("planning.tasks.compose_answer_task", plan.pk)
+    return "answer"

@@ -1,21 +1,26 @@
 """People deciding at run time: answering a runtime gate, and resolving an interrupted step."""
 
+from django.conf import settings
 from django.db import transaction
 
 from approvals import audit
-from approvals.models import Approval
-from approvals.policy import four_eyes_violation
+from approvals.models import Approval, AuditEvent
+from approvals.policy import four_eyes_violation, needs_runtime_gate
 from core.errors import ServiceError
 from core.roles import user_can
-from execution.engine import dispatch_locked, step_enqueue
+from core.text import refuse_control_characters
+from execution.engine import dispatch_locked, gate_open, step_enqueue
+from execution.failpoints import failpoint
 from execution.transitions import S, step_finish
 from planning.models import Plan, Step
+from tools.registry import registry
 
 
 def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = "", gate_hash: str | None = None) -> Step:
     """Approve or deny a step waiting at its runtime gate, bound to the gate hash the approver saw."""
     if not user_can(actor, "approve"):
         raise ServiceError("Only approvers can decide gates.", status=403)
+    refuse_control_characters(comment, field="comment")
     with transaction.atomic():
         plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
         # All step locks are taken now, before the audit head's lock (taken by audit.record): a later
@@ -30,6 +35,8 @@ def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
             raise ServiceError("The arguments you saw are not the ones waiting; reload the plan.", status=409)
         authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
         blocked = four_eyes_violation(approver=actor, author_ids=authors, requester_id=plan.goal.requester_id)
+        if not blocked and settings.COUNTERSIGN_FOUR_EYES and actor.pk == _retry_requester_id(step):
+            blocked = "Four-eyes rule: you asked for this retry, so someone else must approve it."
         if blocked:
             raise ServiceError(blocked, status=403)
         Approval.objects.create(
@@ -54,11 +61,26 @@ def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
         else:
             step_finish(step, S.SKIPPED, note=f"Denied by {actor.get_username()}" + (f": {comment}" if comment else "."))
             dispatch_locked(plan, steps)
+        failpoint("during_gate_decision")
     return step
 
 
+def _retry_requester_id(step: Step) -> int | None:
+    """Who asked for the retry this gate holds, if it holds one: the actor of the gate.opened event that
+    carries this gate's hash (the audit trail is the record; a first gate is opened by the system)."""
+    opened = (
+        AuditEvent.objects.filter(plan_id=step.plan_id, step_key=step.key, action="gate.opened", data__gate_hash=step.gate_hash)
+        .order_by("-seq")
+        .values_list("actor_id", flat=True)
+        .first()
+    )
+    return opened
+
+
 def interrupted_step_resolve(*, plan_id: int, key: str, actor, retry: bool) -> Step:
-    """A person decides what happens to an interrupted step: run it again, or skip it."""
+    """A person decides what happens to an interrupted step: run it again, or skip it. Running a HIGH
+    step again opens a new runtime gate for the new attempt, which someone other than the goal's
+    requester and the person asking for the retry must approve: the first attempt may have acted."""
     if not user_can(actor, "run"):
         raise ServiceError("Only operators can retry or skip interrupted steps.", status=403)
     with transaction.atomic():
@@ -74,7 +96,9 @@ def interrupted_step_resolve(*, plan_id: int, key: str, actor, retry: bool) -> S
             step_key=key,
             data={"risk": step.risk},
         )
-        if retry:
+        if retry and needs_runtime_gate(registry.risk_of(step.tool)):
+            gate_open(plan, step, retry_requested_by=actor)
+        elif retry:
             step_enqueue(step)
         else:
             step_finish(step, S.SKIPPED, note=f"Skipped by {actor.get_username()} after an interruption.")

@@ -10,9 +10,10 @@ from execution import aftermath, reconcile, worker
 
 
 @shared_task(name="planning.tasks.execute_step_task", acks_late=True)
-def execute_step_task(step_id: int) -> str:
-    # Time limits are set per call from the tool's timeout (engine.queue_step).
-    return worker.execute_step(step_id)
+def execute_step_task(step_id: int, token: int | None = None) -> str:
+    # Time limits are set per call from the tool's timeout (engine.queue_step). `token` names the
+    # queueing the message was sent for (absent in messages queued before it existed).
+    return worker.execute_step(step_id, token)
 
 
 @shared_task(name="planning.tasks.replan_task", acks_late=True, soft_time_limit=300, time_limit=330)

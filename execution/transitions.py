@@ -24,7 +24,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.INTERRUPTED, S.QUEUED, S.CANCELLED}),
     # finished, retried (idempotent: queued again or a redelivery claims a new attempt), interrupted
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.QUEUED, S.RUNNING, S.INTERRUPTED}),
-    S.INTERRUPTED: frozenset({S.QUEUED, S.SKIPPED, S.CANCELLED}),
+    # a person retries (queued; a HIGH step waits at a new runtime gate for the new attempt) or skips it
+    S.INTERRUPTED: frozenset({S.QUEUED, S.WAITING_APPROVAL, S.SKIPPED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),
     S.SKIPPED: frozenset(),

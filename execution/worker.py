@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from execution.engine import dispatch, queue_step, step_intact
-from execution.transitions import DONE, OPEN, S, step_finish, step_interrupt, step_transition
+from execution.engine import dispatch, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
+from execution.failpoints import failpoint
+from execution.transitions import S, step_finish, step_interrupt, step_transition
 from planning.models import Plan, Step, StepAttempt
 from planning.review import valid_plan_approval
 from tools.registry import ToolError, registry
@@ -28,10 +29,11 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _claim(step_id: int) -> tuple[Step, StepAttempt] | str:
+def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
     """Mark the step running and commit an attempt row before the tool runs. Otherwise say why not:
-    "refused" (not runnable now: done, cancelled, or a non-idempotent attempt already began) or
-    "failed" (the plan no longer matches its approval)."""
+    "refused" (not runnable now: done, cancelled, or a non-idempotent attempt already began), "stale"
+    (the step was queued again since this message was sent) or "failed" (the plan no longer matches its
+    approval)."""
     with transaction.atomic():
         # Only the step's row is locked: parallel steps of one plan start without queueing on the plan's
         # lock. A cancel takes the plan's lock and then the steps', so it waits for this claim or sees it.
@@ -40,6 +42,10 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | str:
         tool = registry.get(step.tool)
         if plan.status != Plan.Status.RUNNING or step.status not in {S.QUEUED, S.RUNNING}:
             return "refused"
+        if token is not None and token != queue_token(step):
+            # The reconciler sent the step again after this message had waited too long; the newer
+            # message runs it, so this one must not (nor interrupt a run the newer one started).
+            return "stale"
         if plan.content_hash != plan.executing_hash or valid_plan_approval(plan) is None or not step_intact(step):
             step_finish(step, S.FAILED, error="Refused: the plan no longer matches the approved content.")
             return "failed"
@@ -69,46 +75,49 @@ def _claim(step_id: int) -> tuple[Step, StepAttempt] | str:
                 data={"attempt_key": key},
             )
             return "refused"
+        failpoint("after_attempt_row")
         step_transition(
             step,
             S.RUNNING,
-            fields={"started_at": step.started_at or timezone.now()},
+            # The run's own deadline starts now: time spent waiting in the queue is not time running.
+            fields={"started_at": step.started_at or timezone.now(), "deadline": run_deadline(step)},
             data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
             log=f"{step.key} running ({step.tool}, attempt {number}).",
         )
     return step, attempt
 
 
-def execute_step(step_id: int) -> str:
-    claimed = _claim(step_id)
-    if claimed == "failed":
-        dispatch(Step.objects.values_list("plan_id", flat=True).get(pk=step_id))
+def execute_step(step_id: int, token: int | None = None) -> str:
+    claimed = _claim(step_id, token)
     if isinstance(claimed, str):
+        # A refusal may be the redelivery of a step that finished just before its worker died, with the
+        # dispatch after it lost: whatever that dispatch would have done is done now.
+        plan_id = Step.objects.values_list("plan_id", flat=True).get(pk=step_id)
+        if _has_work(plan_id):
+            dispatch(plan_id)
         return claimed
+    failpoint("after_claim")
     step, attempt = claimed
     tool = registry.get(step.tool)
     try:
         output = tool.call(step.resolved_args or {})
     except Exception as error:  # noqa: BLE001 (any tool failure is recorded on the step, never lost)
         return _attempt_failed(step, attempt, tool, error)
+    failpoint("after_tool_returns")
     with transaction.atomic():
         StepAttempt.objects.filter(pk=attempt.pk).update(status="succeeded", finished_at=timezone.now())
         step = Step.objects.select_for_update().get(pk=step.pk)
         step_finish(step, S.SUCCEEDED, output=output)
+    failpoint("after_finish")
     if _has_work(step.plan_id):
         dispatch(step.plan_id)
     return "succeeded"
 
 
 def _has_work(plan_id: int) -> bool:
-    """Whether a dispatch would do anything: a pending step whose dependencies are all done, or nothing
-    left open (the plan must be finalised). Read without locks after our own commit: of two steps that
-    finish together, the one that looks last sees the other's commit, so a ready step is never missed."""
-    rows = list(Step.objects.filter(plan_id=plan_id).values_list("key", "status", "depends_on"))
-    status = {key: state for key, state, _ in rows}
-    if not any(state in OPEN for state in status.values()):
-        return True
-    return any(state == S.PENDING and all(status.get(dep) in DONE for dep in deps) for _, state, deps in rows)
+    """Read without locks after our own commit: of two steps that finish together, the one that looks
+    last sees the other's commit, so a ready step is never missed."""
+    return needs_dispatch(list(Step.objects.filter(plan_id=plan_id).values_list("key", "status", "depends_on")))
 
 
 def _failure_message(step: Step, tool, error: Exception) -> str:
@@ -128,7 +137,7 @@ def _attempt_failed(step: Step, attempt: StepAttempt, tool, error: Exception) ->
         step = Step.objects.select_for_update().get(pk=step.pk)
         if retry:
             delay = settings.COUNTERSIGN_RETRY_BACKOFF_S * 2 ** (attempt.number - 1)
-            deadline = timezone.now() + timedelta(seconds=delay + tool.timeout_s + settings.COUNTERSIGN_DEADLINE_GRACE_S)
+            deadline = timezone.now() + timedelta(seconds=delay + settings.COUNTERSIGN_QUEUED_DEADLINE_S)
             step_transition(
                 step,
                 S.QUEUED,

@@ -202,6 +202,14 @@ COUNTERSIGN_RETRY_BACKOFF_S = env_float("COUNTERSIGN_RETRY_BACKOFF_S", 1.0)
 COUNTERSIGN_MAX_REPLANS = env_int("COUNTERSIGN_MAX_REPLANS", 2)
 COUNTERSIGN_DEADLINE_GRACE_S = env_int("COUNTERSIGN_DEADLINE_GRACE_S", 30)
 COUNTERSIGN_RECONCILE_EVERY_S = env_int("COUNTERSIGN_RECONCILE_EVERY_S", 30)
+# Recovery bounds (docs/deploy.md, "Recovery"): a queued step that no worker claimed is queued again after
+# COUNTERSIGN_QUEUED_DEADLINE_S (a running one gets its tool's timeout + grace from the claim); a plan
+# still planning after COUNTERSIGN_PLANNING_DEADLINE_S fails planning; a finished plan without its answer
+# or replan gets its aftermath task again after COUNTERSIGN_AFTERMATH_DEADLINE_S (longer than the tasks'
+# own time limits, so a slow LLM is not raced).
+COUNTERSIGN_QUEUED_DEADLINE_S = env_float("COUNTERSIGN_QUEUED_DEADLINE_S", 300.0)
+COUNTERSIGN_PLANNING_DEADLINE_S = env_float("COUNTERSIGN_PLANNING_DEADLINE_S", 600.0)
+COUNTERSIGN_AFTERMATH_DEADLINE_S = env_float("COUNTERSIGN_AFTERMATH_DEADLINE_S", 360.0)
 # Extra modules that register tools at start-up (e.g. an organisation's own tools); comma-separated.
 COUNTERSIGN_TOOL_MODULES = env_list("COUNTERSIGN_TOOL_MODULES")
 CELERY_BEAT_SCHEDULE = {
