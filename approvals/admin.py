@@ -29,5 +29,5 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "created_at", "last_used_at"]
+    list_display = ["name", "user", "created_at", "expires_at", "last_used_at", "revoked_at"]
     readonly_fields = ["digest"]

@@ -1,8 +1,10 @@
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Approval(models.Model):
@@ -70,13 +72,19 @@ class AuditEvent(models.Model):
 
 
 class ApiToken(models.Model):
-    """A bearer token for the API. Only its sha256 is stored; the token is shown once when issued."""
+    """A bearer token for the API. Only its sha256 is stored; the token is shown once when issued. It
+    works until it expires (COUNTERSIGN_TOKEN_DAYS after issue, by default) or is revoked."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, default="cli")
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
 
     def __str__(self):
         return f"{self.name} for {self.user}"
@@ -86,7 +94,14 @@ class ApiToken(models.Model):
         return hashlib.sha256(token.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, *, user, name: str = "cli") -> str:
+    def issue(cls, *, user, name: str = "cli", days: int | None = None) -> str:
         token = "cs_" + secrets.token_urlsafe(32)
-        cls.objects.create(user=user, name=name, digest=cls.digest_of(token))
+        lifetime = timedelta(days=settings.COUNTERSIGN_TOKEN_DAYS if days is None else days)
+        cls.objects.create(user=user, name=name, digest=cls.digest_of(token), expires_at=timezone.now() + lifetime)
         return token
+
+    def state(self, now=None) -> str:
+        """active, expired or revoked."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expires_at <= (now or timezone.now()) else "active"

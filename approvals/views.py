@@ -1,10 +1,12 @@
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpResponse, StreamingHttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
-from approvals import audit, selectors
+from approvals import audit, selectors, tokens
+from approvals.models import ApiToken
 
 FILTERS = ("plan", "actor", "action", "risk", "since", "until", "q")
 
@@ -50,3 +52,18 @@ def export(request, file_format: str):
         response = StreamingHttpResponse(selectors.stream_csv(events), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="countersign-audit.{file_format}"'
     return response
+
+
+@require_GET
+def profile(request):
+    return render(request, "approvals/profile.html", {"tokens": tokens.tokens_of(request.user)})
+
+
+@require_POST
+def token_revoke(request, token_id: int):
+    # Only the owner's own tokens are found: anyone else's id is a 404, not a 403 that confirms it exists.
+    token = tokens.token_revoke(token=get_object_or_404(ApiToken, pk=token_id, user=request.user), actor=request.user)
+    if request.htmx:
+        return render(request, "approvals/profile.html#token-row", {"token": token})
+    messages.success(request, f"Revoked the token {token.name!r}.")
+    return redirect("profile")

@@ -2,13 +2,12 @@
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, django_auth
 
 from approvals.api import router as audit_router
-from approvals.models import ApiToken
+from approvals.tokens import token_authenticate
 from core.errors import ServiceError
 from execution.api import router as execution_router
 from planning.api import router as planning_router
@@ -17,12 +16,11 @@ from tools.api import router as tools_router
 
 class BearerToken(HttpBearer):
     def authenticate(self, request, token):
-        found = ApiToken.objects.select_related("user").filter(digest=ApiToken.digest_of(token)).first()
-        if found is None or not found.user.is_active:
-            return None
-        ApiToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
-        request.user = found.user
-        return found.user
+        # An unknown, expired or revoked token authenticates nobody: the API answers 401.
+        user = token_authenticate(token)
+        if user is not None:
+            request.user = user
+        return user
 
 
 api = NinjaAPI(title="Countersign API", version="1", auth=[BearerToken(), django_auth], urls_namespace="api")
