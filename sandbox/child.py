@@ -334,7 +334,7 @@ def serve(modules: list[str]) -> None:
     from tinydb import Query, TinyDB, where  # noqa: F401 (warm these imports for the runs)
 
     compile(HELPERS_SOURCE, "<plan helpers>", "exec")
-    wall.libc()
+    wall.become_subreaper()
     write_frame(1, b"ready")
     while True:
         header = read_exactly(0, 4)
@@ -368,10 +368,31 @@ def run_forked(payload: dict) -> dict:
     deadline = time.monotonic() + float(payload["timeout_s"])
     out, timed_out, overflow = read_capped(read_end, deadline, RESULT_CAP_BYTES)
     os.close(read_end)
+    if not (timed_out or overflow) and not exits_by(pid, deadline):  # it closed its pipe but runs on
+        timed_out = True
     if timed_out or overflow:
         kill_group(pid)
     _, status = os.waitpid(pid, 0)
+    reap_orphans()
     return {"out": out.decode("utf-8", "replace"), "timed_out": timed_out, "overflow": overflow, "exit": os.waitstatus_to_exitcode(status)}
+
+
+def exits_by(pid: int, deadline: float) -> bool:
+    descriptor = os.pidfd_open(pid)
+    try:
+        return bool(select.select([descriptor], [], [], max(0.0, deadline - time.monotonic()))[0])
+    finally:
+        os.close(descriptor)
+
+
+def reap_orphans() -> None:
+    """The template is a child subreaper: a run's PID 1 whose parent was killed comes back to it, killed
+    too (PDEATHSIG and the process group), and is reaped here before the run is reported."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def kill_group(pid: int) -> None:

@@ -186,10 +186,16 @@ def _cold_run(payload: dict, timeout_s: float) -> Outcome:
     except BrokenPipeError:
         pass
     # The child reads all of stdin before it runs anything, so the output is read only after the write.
-    out, timed_out, overflow = child.read_capped(process.stdout.fileno(), time.monotonic() + timeout_s + 0.5, STDOUT_CAP_BYTES)
+    deadline = time.monotonic() + timeout_s + 0.5
+    out, timed_out, overflow = child.read_capped(process.stdout.fileno(), deadline, STDOUT_CAP_BYTES)
+    process.stdout.close()
+    if not (timed_out or overflow):
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:  # it closed its pipe but runs on
+            timed_out = True
     if timed_out or overflow:
         child.kill_group(process.pid)
-    process.stdout.close()
     return Outcome(out, timed_out, overflow, process.wait())
 
 

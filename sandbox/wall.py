@@ -38,7 +38,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 1 <<
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 4, 24, 28
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
-PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 39, 21, 22, 2
+PR_GET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_CHILD_SUBREAPER = 39, 22, 2, 36
 # Every securebit except KEEP_CAPS, each with its lock: uid 0 gets no capabilities back, ever.
 SECUREBITS_LOCKED_DOWN = 0xEF
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -114,6 +114,10 @@ def _one_namespace_allowed(flag: int) -> bool:
 
 def die_with_parent(signal_number: int) -> None:
     _check(libc().prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "PR_SET_PDEATHSIG")
+
+
+def become_subreaper() -> None:
+    _check(libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "PR_SET_CHILD_SUBREAPER")
 
 
 def empty_root() -> None:
