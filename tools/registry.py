@@ -8,11 +8,13 @@ Tools can also be registered at run time (for example from an MCP server) with `
 import inspect
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from core.canonical import sha256_of
 from core.risk import DEFAULT_RISK, Risk
 
 
@@ -29,11 +31,23 @@ class Tool:
     risk: Risk = DEFAULT_RISK
     idempotent: bool = False
     timeout_s: float = 30.0
+    # Built-in tools have no source; a tool from an MCP server names it (and is called SOURCE.TOOL).
+    source: str = ""
+    risk_reason: str = ""
+    annotations: dict = field(default_factory=dict)
 
     def args_schema(self) -> dict:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema
+
+    def definition(self) -> dict:
+        """What a plan's approval pins: the name, description, input schema and annotations."""
+        return {"name": self.name, "description": self.description, "input_schema": self.args_schema(), "annotations": self.annotations}
+
+    @cached_property
+    def definition_hash(self) -> str:
+        return sha256_of(self.definition())
 
     def validate_args(self, args: dict) -> dict:
         """Checked, defaults-filled arguments; raises pydantic.ValidationError."""
@@ -50,13 +64,52 @@ class Tool:
             "idempotent": self.idempotent,
             "timeout_s": self.timeout_s,
             "args_schema": self.args_schema(),
+            "source": self.source,
+            "risk_reason": self.risk_reason or f"declared {self.risk.value} in code",
+            "definition_hash": self.definition_hash,
         }
 
 
+class ExternalTools(Protocol):
+    """Where tools registered from outside the code come from (the database's MCP tools)."""
+
+    def version(self) -> str:
+        """Changes whenever the set of tools or any definition changes."""
+
+    def load(self) -> list[Tool]: ...
+
+
 class ToolRegistry:
+    """Tools registered in code plus, when a source of external tools is attached, those it loads.
+    External tools are loaded on first use and reloaded by `refresh()` when their version changed."""
+
     def __init__(self):
         self._tools: dict[str, Tool] = {}
+        self._external: dict[str, Tool] = {}
+        self._external_source: ExternalTools | None = None
+        self._external_version: str | None = None
         self._lock = threading.Lock()
+
+    def attach(self, source: ExternalTools) -> None:
+        self._external_source, self._external_version = source, None
+
+    def refresh(self) -> None:
+        """Reload the external tools if their version changed (one small query when it did not)."""
+        if self._external_source is None:
+            return
+        version = self._external_source.version()
+        if version != self._external_version:
+            loaded = {tool.name: tool for tool in self._external_source.load() if tool.name not in self._tools}
+            with self._lock:
+                self._external, self._external_version = loaded, version
+
+    def invalidate(self) -> None:
+        self._external_version = None
+
+    def _all_tools(self) -> dict[str, Tool]:
+        if self._external_source is not None and self._external_version is None:
+            self.refresh()
+        return {**self._external, **self._tools} if self._external else self._tools
 
     def register(self, tool: Tool, *, replace: bool = False) -> Tool:
         with self._lock:
@@ -70,13 +123,18 @@ class ToolRegistry:
             self._tools.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
+        return self._all_tools().get(name)
+
+    def builtin(self, name: str) -> Tool | None:
+        """A tool registered in code (not loaded from outside)."""
         return self._tools.get(name)
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        return sorted(self._all_tools())
 
     def all(self) -> list[Tool]:
-        return [self._tools[name] for name in self.names()]
+        tools = self._all_tools()
+        return [tools[name] for name in sorted(tools)]
 
     def risk_of(self, name: str) -> Risk:
         tool = self.get(name)
