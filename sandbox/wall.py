@@ -21,6 +21,7 @@ import os
 import resource
 
 NOBODY = 65534
+M_ARENA_MAX, THREAD_STACK_BYTES = -8, 512 * 1024
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_THREAD = 0x10000000, 0x20000000, 0x40000000, 0x00010000
@@ -158,6 +159,12 @@ def drop_capabilities() -> None:
 
 
 def set_limits(limits: dict) -> None:
+    # Under an address-space limit every thread would otherwise reserve a 64 MB malloc arena and an 8 MB
+    # stack: one arena and small stacks let a plan use threads within its memory.
+    libc().mallopt(M_ARENA_MAX, 1)
+    import _thread
+
+    _thread.stack_size(THREAD_STACK_BYTES)
     cpu = int(limits["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     memory = int(limits["memory_mb"]) * 1024 * 1024
