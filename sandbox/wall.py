@@ -97,7 +97,8 @@ def enter_namespaces() -> None:
         flags |= flag
     if libc().unshare(flags) != 0:
         number = ctypes.get_errno()
-        refused = [name for name, flag in NAMESPACES.items() if name != "user" and not _one_namespace_allowed(flag)]
+        refused = ["user"] if not _one_namespace_allowed(0) else []
+        refused = refused or [name for name, flag in NAMESPACES.items() if name != "user" and not _one_namespace_allowed(flag)]
         detail = f" (refused: {', '.join(refused)})" if refused else ""
         raise Refused(f"the kernel refused new namespaces: {errno.errorcode.get(number, number)}{detail}")
     _write("/proc/self/setgroups", "deny")
