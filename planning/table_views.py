@@ -12,6 +12,7 @@ from approvals import audit
 from planning.forms import ImportForm
 from sandbox import services
 from sandbox.models import DataRow, DataTable, DryRun
+from sandbox.runner import unavailable_reason
 
 
 def _may_view(user) -> bool:
@@ -37,6 +38,7 @@ def tables(request):
         .order_by("-created_at")[:30],
         "form": ImportForm(),
         "can_import": request.user.has_perm("sandbox.add_datarow"),
+        "code_plans_unavailable": unavailable_reason(),
     }
     return render(request, "sandbox/tables.html", context)
 
