@@ -1,5 +1,10 @@
+from importlib import import_module
+from types import SimpleNamespace
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import get_user
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -7,17 +12,23 @@ from planning.broadcast import plan_group
 from planning.fragments import render_plan_fragments
 from planning.permissions import get_plan_for_user
 
+# Close codes the htmx ws extension does not reconnect on (it retries only 1006, 1011, 1012, 1013).
+SESSION_GONE = 4401
+NOT_ALLOWED = 4403
+
 
 class PlanConsumer(AsyncWebsocketConsumer):
     """Live progress for one plan. Only users who may view the plan join its group; everyone else is
-    refused before the handshake completes."""
+    refused before the handshake completes. The session and the permission are checked again on every
+    event, so a socket stops streaming once its user logs out or loses the role."""
 
     async def connect(self):
         self.plan_id = self.scope["url_route"]["kwargs"]["plan_id"]
-        self.user = self.scope.get("user")
-        fragment = await self._render(everything=True)
-        if fragment is None:
-            await self.close(code=4403)
+        session = self.scope.get("session")
+        self.session_key = session.session_key if session is not None else None
+        refusal, fragment = await self._render(everything=True)
+        if refusal:
+            await self.close(code=refusal)
             return
         await self.channel_layer.group_add(plan_group(self.plan_id), self.channel_name)
         await self.accept()
@@ -32,16 +43,31 @@ class PlanConsumer(AsyncWebsocketConsumer):
         return
 
     async def plan_changed(self, event):
-        fragment = await self._render(
+        refusal, fragment = await self._render(
             steps=event.get("steps", []), everything=event.get("all", False), logs=event.get("logs", []), at=event.get("at")
         )
-        if fragment:
+        if refusal:
+            await self.channel_layer.group_discard(plan_group(self.plan_id), self.channel_name)
+            await self.close(code=refusal)
+        elif fragment:
             await self.send(text_data=fragment)
 
-    @database_sync_to_async
-    def _render(self, *, steps=(), everything=False, logs=(), at=None) -> str | None:
-        try:
-            plan = get_plan_for_user(self.user, self.plan_id)
-        except (PermissionDenied, Http404):
+    def _current_user(self):
+        """The user the session belongs to now, read afresh: logging out deletes the session, and a changed
+        password invalidates it (get_user checks the session's auth hash), both making this anonymous."""
+        if self.session_key is None:
             return None
-        return render_plan_fragments(plan, self.user, step_keys=None if everything else steps, logs=logs, at=at)
+        store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=self.session_key)
+        user = get_user(SimpleNamespace(session=store))
+        return user if user.is_authenticated else None
+
+    @database_sync_to_async
+    def _render(self, *, steps=(), everything=False, logs=(), at=None) -> tuple[int | None, str]:
+        user = self._current_user()
+        if user is None:
+            return SESSION_GONE, ""
+        try:
+            plan = get_plan_for_user(user, self.plan_id)
+        except (PermissionDenied, Http404):
+            return NOT_ALLOWED, ""
+        return None, render_plan_fragments(plan, user, step_keys=None if everything else steps, logs=logs, at=at)

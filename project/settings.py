@@ -167,10 +167,25 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
 
+# A websocket consumer waits for its next message in a blocking read of up to 5 s (channels-redis's
+# brpop_timeout). redis-py's default socket timeout is also 5 s, so an idle socket's read timed out and
+# the websocket closed after 5 s without events; the read timeout must stay well above the blocking read.
+# Not None: a dead Redis connection must still fail, not hang a consumer for good.
+CHANNEL_REDIS_SOCKET_TIMEOUT_S = env_float("CHANNEL_REDIS_SOCKET_TIMEOUT_S", 30.0)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": CHANNEL_REDIS_SOCKET_TIMEOUT_S,
+                    "socket_connect_timeout": 5,
+                    "socket_keepalive": True,
+                    "health_check_interval": 15,
+                }
+            ]
+        },
     }
 }
 
