@@ -33,7 +33,7 @@ try:
     PYSECCOMP_PATHS = [str(_location.parent if _location.name == "pyseccomp.py" else _location.parent.parent)]
 except ImportError:  # only other architectures need it; there the child refuses to run without a filter
     pass
-PATHS = [TINYDB_PATH, *PYSECCOMP_PATHS]
+PATHS = list(dict.fromkeys([TINYDB_PATH, *PYSECCOMP_PATHS]))
 
 
 @functools.cache
