@@ -9,7 +9,7 @@ from django.db import transaction
 from approvals import audit
 from core import llm
 from execution.failpoints import failpoint
-from planning import broadcast, planner
+from planning import broadcast, planner, usage
 from planning.diff import diff_contents
 from planning.models import Plan, Step, plan_content
 from planning.services import write_revision
@@ -35,13 +35,14 @@ def replan(plan_id: int) -> Plan:
     source, draft = "retry of the remaining steps", None
     if llm.is_configured():
         try:
-            draft = planner.draft_replan(
-                plan.goal.text,
-                kept=plan_content(kept),
-                outputs={s.key: s.output for s in kept},
-                failures=failures,
-                remaining=plan_content(remaining),
-            )
+            with usage.metered(plan.pk):
+                draft = planner.draft_replan(
+                    plan.goal.text,
+                    kept=plan_content(kept),
+                    outputs={s.key: s.output for s in kept},
+                    failures=failures,
+                    remaining=plan_content(remaining),
+                )
             source = f"replan by {draft.model}"
         except planner.PlanningFailed as failure:
             source = f"retry of the remaining steps (the LLM replan failed: {failure})"
@@ -65,7 +66,8 @@ def replan(plan_id: int) -> Plan:
         if draft:
             plan.tokens_in += draft.tokens_in
             plan.tokens_out += draft.tokens_out
-        plan.save(update_fields=["planner_source", "tokens_in", "tokens_out", "replan_count", "updated_at"])
+            plan.output_mode = draft.output_mode
+        plan.save(update_fields=["planner_source", "tokens_in", "tokens_out", "output_mode", "replan_count", "updated_at"])
         changes = diff_contents(before, plan_content(new_steps))
         audit.record(
             action="plan.replan_proposed",
@@ -108,7 +110,8 @@ def compose_answer(plan_id: int) -> Plan:
     if llm.is_configured():
         prompt = f"Goal: {plan.goal.text}\nThe plan {plan.status}. Step results:\n{summary}\nAnswer the goal for the operator in one or two sentences. Plain text."
         try:
-            answer, source = llm.generate_text(prompt, max_tokens=300).strip() or answer, "llm"
+            with usage.metered(plan.pk):
+                answer, source = llm.generate_text(prompt, max_tokens=300, purpose="answer").strip() or answer, "llm"
         except llm.LLMError as error:
             log.warning("Answer for plan %s falls back to a summary: %s", plan_id, error)
     with transaction.atomic():

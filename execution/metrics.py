@@ -5,12 +5,12 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from django.conf import settings
-from django.db.models import Min
+from django.db.models import Count, Min, Sum
 
 from approvals.models import Approval
+from core import llm
 from planning.diff import diff_contents
-from planning.models import Plan, PlanRevision, Step
+from planning.models import LlmCall, Plan, PlanRevision, Step
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -44,6 +44,7 @@ class Summary:
     gates_approved: int
     gates_denied: int
     gate_approval_rate: float | None
+    llm_calls: int
     tokens_in: int
     tokens_out: int
     tokens_per_plan: float | None
@@ -51,11 +52,26 @@ class Summary:
     cost_per_plan_usd: float | None
 
 
-def cost_of(model: str, tokens_in: int, tokens_out: int) -> float:
-    prices = settings.COUNTERSIGN_MODEL_PRICES.get(model)
-    if not prices:
-        return 0.0
-    return (tokens_in * prices[0] + tokens_out * prices[1]) / 1_000_000
+def llm_totals(plans: list[Plan]) -> tuple[int, int, int, float]:
+    """(calls, tokens in, tokens out, cost) of every LLM call made for these plans. A plan from before
+    calls were recorded one by one counts with the planning usage stored on it."""
+    recorded = {
+        row["plan_id"]: row
+        for row in LlmCall.objects.filter(plan_id__in=[p.pk for p in plans])
+        .values("plan_id")
+        .annotate(calls=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost_usd"))
+    }
+    calls = tokens_in = tokens_out = 0
+    cost = 0.0
+    for plan in plans:
+        row = recorded.get(plan.pk)
+        if row:
+            calls, tokens_in, tokens_out = calls + row["calls"], tokens_in + row["tokens_in"], tokens_out + row["tokens_out"]
+            cost += float(row["cost"])
+        else:
+            tokens_in, tokens_out = tokens_in + plan.tokens_in, tokens_out + plan.tokens_out
+            cost += llm.cost_usd(plan.model, plan.tokens_in, plan.tokens_out)
+    return calls, tokens_in, tokens_out, cost
 
 
 def summary(*, since=None, until=None) -> Summary:
@@ -107,9 +123,7 @@ def summary(*, since=None, until=None) -> Summary:
     ]
 
     gates = Counter(approvals.filter(kind=Approval.Kind.GATE).values_list("decision", flat=True))
-    tokens_in = sum(p.tokens_in for p in plans)
-    tokens_out = sum(p.tokens_out for p in plans)
-    cost = sum(cost_of(p.model, p.tokens_in, p.tokens_out) for p in plans)
+    calls, tokens_in, tokens_out, cost = llm_totals(plans)
     return Summary(
         plans=len(plans),
         by_status={status.label: by_status[status.value] for status in Plan.Status if by_status[status.value]},
@@ -128,6 +142,7 @@ def summary(*, since=None, until=None) -> Summary:
         gates_approved=gates[Approval.Decision.APPROVED],
         gates_denied=gates[Approval.Decision.REJECTED],
         gate_approval_rate=ratio(gates[Approval.Decision.APPROVED], gates[Approval.Decision.APPROVED] + gates[Approval.Decision.REJECTED]),
+        llm_calls=calls,
         tokens_in=tokens_in,
         tokens_out=tokens_out,
         tokens_per_plan=(tokens_in + tokens_out) / len(plans) if plans else None,

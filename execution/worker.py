@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from execution.engine import dispatch, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
 from execution.failpoints import failpoint
 from execution.transitions import S, step_finish, step_interrupt, step_transition
+from planning import usage
 from planning.models import Plan, Step, StepAttempt
 from planning.review import valid_plan_approval
 from tools.registry import ToolError, registry
@@ -100,7 +101,9 @@ def execute_step(step_id: int, token: int | None = None) -> str:
     step, attempt = claimed
     tool = registry.get(step.tool)
     try:
-        output = tool.call(step.resolved_args or {})
+        # LLM calls the tool makes (llm_generate) count against the plan and stop at its budget.
+        with usage.metered(step.plan_id, step_key=step.key):
+            output = tool.call(step.resolved_args or {})
     except Exception as error:  # noqa: BLE001 (any tool failure is recorded on the step, never lost)
         return _attempt_failed(step, attempt, tool, error)
     failpoint("after_tool_returns")

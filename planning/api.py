@@ -19,6 +19,8 @@ class GoalIn(Schema):
     text: str = Field(min_length=1, max_length=services.MAX_GOAL_CHARS)
     mode: Literal["steps", "code"] = "steps"
     planner: Literal["", "llm", "playbook"] = ""
+    budget_usd: float | None = Field(default=None, gt=0, le=1_000_000, description="This plan's LLM budget in USD")
+    budget_tokens: int | None = Field(default=None, gt=0, le=2_000_000_000, description="This plan's LLM budget in tokens")
 
 
 class GoalCreated(Schema):
@@ -31,7 +33,14 @@ class GoalCreated(Schema):
 def create_goal(request, payload: GoalIn):
     if not user_can(request.user, "submit"):
         return Status(403, {"detail": "Only operators can submit goals."})
-    plan = services.goal_submit(requester=request.user, text=payload.text, mode=payload.mode, planner_choice=payload.planner)
+    plan = services.goal_submit_within_budget(
+        requester=request.user,
+        text=payload.text,
+        mode=payload.mode,
+        planner_choice=payload.planner,
+        budget_usd=payload.budget_usd,
+        budget_tokens=payload.budget_tokens,
+    )
     return Status(201, {"goal_id": plan.goal_id, "plan_id": plan.pk, "status": plan.status})
 
 
@@ -135,3 +144,19 @@ def reject_plan(request, plan_id: int, payload: DecisionIn):
 @router.post("/plans/{plan_id}/request-changes", response=EDIT_RESPONSES, summary="Ask the operator for changes (comment required)")
 def request_changes(request, plan_id: int, payload: DecisionIn):
     return _plan_decision(request, plan_id, payload, "changes_requested")
+
+
+class BudgetIn(Schema):
+    usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    tokens: int | None = Field(default=None, gt=0, le=2_000_000_000)
+    reason: str = Field(min_length=1, max_length=500)
+
+
+@router.post("/plans/{plan_id}/budget", response=EDIT_RESPONSES, summary="Raise the plan's LLM budget (approvers; audited)")
+def raise_budget(request, plan_id: int, payload: BudgetIn):
+    get_plan_for_user(request.user, plan_id, need="approve")
+    try:
+        services.plan_budget_raise(plan_id=plan_id, actor=request.user, usd=payload.usd, tokens=payload.tokens, reason=payload.reason)
+    except ServiceError as error:
+        return error_response(error)
+    return plan_out(Plan.objects.select_related("goal", "goal__requester").get(pk=plan_id))

@@ -111,7 +111,7 @@ def draft_code_plan(goal_text: str, *, tables: list[str] | None = None) -> Draft
     draft = Draft(steps=[], planner="llm", source="", model=settings.COUNTERSIGN_PLANNER_MODEL)
     problems: list[str] = []
     for attempt in range(1 + max(0, settings.COUNTERSIGN_REPAIR_ROUNDS)):
-        content = draft.ask(messages, temperature=0.2)
+        content = draft.ask(messages, temperature=0.2, purpose="code" if attempt == 0 else "repair")
         try:
             code = extract_code(content)
             problems = policy.check(code)

@@ -1,5 +1,8 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Count, Sum
 
 from core.canonical import canonical_json, sha256_of
 from core.risk import Risk
@@ -55,6 +58,15 @@ class Plan(models.Model):
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
+    output_mode = models.CharField(
+        max_length=20, blank=True, help_text="How the LLM's plan came back: json_schema_strict, json_object or text"
+    )
+    budget_usd = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True, help_text="LLM spend allowed; empty: COUNTERSIGN_PLAN_BUDGET_USD"
+    )
+    budget_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="LLM tokens allowed; empty: COUNTERSIGN_PLAN_BUDGET_TOKENS"
+    )
     failure_reason = models.TextField(blank=True)
     answer_text = models.TextField(blank=True)
     replan_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replans")
@@ -82,6 +94,16 @@ class Plan(models.Model):
     @property
     def is_editable(self) -> bool:
         return self.status in EDITABLE_STATUSES
+
+    def llm_usage(self) -> dict:
+        """Every LLM call made for this plan, summed: planning, repairs, replans, steps and answers."""
+        totals = self.llm_calls.aggregate(calls=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost_usd"))
+        return {
+            "calls": totals["calls"],
+            "tokens_in": totals["tokens_in"] or 0,
+            "tokens_out": totals["tokens_out"] or 0,
+            "cost_usd": float(totals["cost"] or Decimal(0)),
+        }
 
 
 EDITABLE_STATUSES = {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED, Plan.Status.REJECTED}
@@ -170,6 +192,28 @@ class StepAttempt(models.Model):
 
     def __str__(self):
         return self.idempotency_key
+
+
+class LlmCall(models.Model):
+    """One answered LLM call made for a plan, with what it cost. Written as the call returns, so the
+    plan's budget sees it before the next call."""
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="llm_calls")
+    step_key = models.CharField(max_length=32, blank=True, help_text="The step whose tool made the call, if any")
+    purpose = models.CharField(max_length=20, help_text="planning, repair, replan, code, answer, llm_generate")
+    model = models.CharField(max_length=100)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    output_mode = models.CharField(max_length=20, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["plan", "id"]
+
+    def __str__(self):
+        return f"{self.purpose} for plan {self.plan_id}: {self.tokens_in}+{self.tokens_out} tokens"
 
 
 class Playbook(models.Model):

@@ -6,7 +6,7 @@ from typing import Any
 from ninja import Schema, Status
 
 from core.errors import ServiceError
-from planning import dry_runs
+from planning import dry_runs, usage
 from planning.models import Plan
 from planning.services import InvalidEdit, StaleRevision
 
@@ -38,6 +38,18 @@ class ApprovalOut(Schema):
     voided: bool
 
 
+class LlmUsageOut(Schema):
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+
+
+class BudgetOut(Schema):
+    usd: float | None = None
+    tokens: int | None = None
+
+
 class PlanOut(Schema):
     id: int
     goal_id: int
@@ -52,6 +64,9 @@ class PlanOut(Schema):
     tokens_in: int
     tokens_out: int
     latency_ms: int
+    output_mode: str
+    llm_usage: LlmUsageOut
+    budget: BudgetOut
     failure_reason: str
     answer_text: str
     steps: list[StepOut]
@@ -82,6 +97,9 @@ def plan_out(plan: Plan) -> dict:
         "tokens_in": plan.tokens_in,
         "tokens_out": plan.tokens_out,
         "latency_ms": plan.latency_ms,
+        "output_mode": plan.output_mode,
+        "llm_usage": plan.llm_usage(),
+        "budget": _budget_out(plan),
         "failure_reason": plan.failure_reason,
         "answer_text": plan.answer_text,
         "steps": [
@@ -112,6 +130,11 @@ def plan_out(plan: Plan) -> dict:
             for approval in approvals
         ],
     }
+
+
+def _budget_out(plan: Plan) -> dict:
+    budget = usage.budget_of(plan)
+    return {"usd": None if budget.usd is None else float(budget.usd), "tokens": budget.tokens}
 
 
 class EditError(Schema):

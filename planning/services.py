@@ -1,6 +1,7 @@
 """Writes for goals and plans. Every state change records its audit event in the same transaction."""
 
 from collections.abc import Callable
+from decimal import Decimal
 
 from django.db import transaction
 
@@ -9,7 +10,7 @@ from approvals.services import plan_approvals_void
 from core import jobs, llm
 from core.errors import ServiceError
 from core.text import refuse_control_characters
-from planning import dry_runs, planner
+from planning import dry_runs, planner, usage
 from planning.code_planner import draft_code_plan
 from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
@@ -74,10 +75,11 @@ def plan_generate(*, plan_id: int) -> Plan:
     if plan.status != Plan.Status.PLANNING:
         return plan
     try:
-        if plan.goal.mode == Goal.Mode.CODE:
-            draft = draft_code_plan(plan.goal.text)
-        else:
-            draft = planner.draft_plan(plan.goal.text, planner=plan.requested_planner or None)
+        with usage.metered(plan.pk):
+            if plan.goal.mode == Goal.Mode.CODE:
+                draft = draft_code_plan(plan.goal.text)
+            else:
+                draft = planner.draft_plan(plan.goal.text, planner=plan.requested_planner or None)
     except planner.PlanningFailed as failure:
         return _planning_failed(plan_id, str(failure))
     with transaction.atomic():
@@ -86,6 +88,7 @@ def plan_generate(*, plan_id: int) -> Plan:
             return plan
         plan.planner, plan.planner_source, plan.model = draft.planner, draft.source, draft.model
         plan.tokens_in, plan.tokens_out, plan.latency_ms = draft.tokens_in, draft.tokens_out, draft.latency_ms
+        plan.output_mode = draft.output_mode
         plan.failure_reason = ""
         write_revision(plan, draft.steps, author=None, planner=draft.planner, reason=f"Proposed by {draft.source}")
         audit.record(
@@ -99,6 +102,7 @@ def plan_generate(*, plan_id: int) -> Plan:
                 "tokens_out": draft.tokens_out,
                 "latency_ms": draft.latency_ms,
                 "repairs": draft.repairs,
+                "output_mode": draft.output_mode,
                 "revision": plan.revision,
                 "content_hash": plan.content_hash,
                 "steps": len(draft.steps),
@@ -142,6 +146,60 @@ def plan_retry(*, plan: Plan, actor, planner_choice: str | None = None) -> Plan:
         audit.record(action="plan.planning_requested", actor=actor, plan_id=plan.pk, data={"planner": plan.requested_planner or "auto"})
         _queue_planning(plan.pk)
     return plan
+
+
+# ---- LLM budget -----------------------------------------------------------------------------------
+
+
+def _budget_fields(*, usd, tokens) -> dict:
+    if usd is None and tokens is None:
+        raise ServiceError("Give a budget in tokens, in USD, or both.", status=422)
+    if (usd is not None and usd <= 0) or (tokens is not None and tokens <= 0):
+        raise ServiceError("A budget must be more than zero.", status=422)
+    fields = {"budget_usd": Decimal(str(usd)).quantize(Decimal("0.0001")) if usd is not None else None, "budget_tokens": tokens}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def goal_submit_within_budget(*, budget_usd: float | None = None, budget_tokens: int | None = None, **goal) -> Plan:
+    """goal_submit, with the plan's own LLM budget. One transaction: the planning task is queued when it
+    commits, so the planner never runs before the budget is in place."""
+    if budget_usd is None and budget_tokens is None:
+        return goal_submit(**goal)
+    fields = _budget_fields(usd=budget_usd, tokens=budget_tokens)
+    with transaction.atomic():
+        plan = goal_submit(**goal)
+        Plan.objects.filter(pk=plan.pk).update(**fields)
+        audit.record(action="plan.budget_set", actor=goal["requester"], plan_id=plan.pk, data=_budget_data(fields))
+    plan.refresh_from_db()
+    return plan
+
+
+def plan_budget_raise(*, plan_id: int, actor, usd: float | None = None, tokens: int | None = None, reason: str) -> Plan:
+    """An approver sets a plan's LLM budget; only upwards, and with a reason, as it allows more spend."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ServiceError("Say why the budget is raised.", status=422)
+    fields = _budget_fields(usd=usd, tokens=tokens)
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        before = usage.budget_of(plan)
+        for name, value in fields.items():
+            current = before.usd if name == "budget_usd" else before.tokens
+            if current is not None and value < current:
+                raise ServiceError(f"The budget can only be raised: it is {current} now.", status=422)
+            setattr(plan, name, value)
+        plan.save(update_fields=[*fields, "updated_at"])
+        data = {**_budget_data(fields), "before": {"usd": _number(before.usd), "tokens": before.tokens}, "reason": reason[:500]}
+        audit.record(action="plan.budget_raised", actor=actor, plan_id=plan.pk, data=data)
+    return plan
+
+
+def _number(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _budget_data(fields: dict) -> dict:
+    return {"usd": _number(fields.get("budget_usd")), "tokens": fields.get("budget_tokens")}
 
 
 def playbook_save_from_plan(*, plan: Plan, actor, name: str) -> Playbook:

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.strict_schema import NotStrictable, strict_object_schema
 from core.text import control_character_problem, json_control_character_problems
 from planning.expressions import ExpressionError, condition_refs, is_whole_template, template_refs
 from tools.registry import ToolRegistry, registry
@@ -70,10 +71,45 @@ class PlanInvalid(Exception):
         super().__init__("; ".join(str(issue) for issue in issues))
 
 
-def plan_json_schema() -> dict:
-    schema = PlanDraft.model_json_schema()
-    schema.pop("title", None)
-    return schema
+ARGS_AS_JSON_TEXT = {
+    "type": "string",
+    "description": 'The arguments as one JSON object written as a string, e.g. "{\\"queue\\": \\"support\\"}", matching the tool\'s args_schema',
+}
+
+
+def plan_json_schema(*, tools: ToolRegistry = registry) -> dict:
+    """The plan's shape for strict structured output: one step branch per tool (the tool's name as a
+    const, its arguments as that tool's closed schema). A tool whose arguments strict mode cannot
+    express, or every tool of a catalogue larger than COUNTERSIGN_STRICT_SCHEMA_MAX_TOOLS, gets its
+    arguments as a JSON string instead. Either way validate_plan is the wall; this is the first line."""
+    step_fields = {name: field for name, field in StepDraft.model_json_schema()["properties"].items() if name not in {"tool", "args"}}
+    common, _ = strict_object_schema({"type": "object", "properties": step_fields, "required": list(step_fields)})
+    typed = len(tools.names()) <= settings.COUNTERSIGN_STRICT_SCHEMA_MAX_TOOLS
+    branches, defs, as_text = [], {}, []
+    for tool in tools.all():
+        try:
+            if not typed:
+                raise NotStrictable("the catalogue is too large for one typed schema")
+            args, tool_defs = strict_object_schema(tool.args_schema(), defs_prefix=f"{tool.name}__", templates=True)
+        except NotStrictable:
+            as_text.append(tool.name)
+            continue
+        defs.update(tool_defs)
+        branches.append(_step_branch(common, {"type": "string", "const": tool.name}, args))
+    if as_text or not branches:
+        branches.append(_step_branch(common, {"type": "string", "enum": as_text} if as_text else {"type": "string"}, ARGS_AS_JSON_TEXT))
+    return {
+        "type": "object",
+        "properties": {"steps": {"type": "array", "items": {"$ref": "#/$defs/StepDraft"}}},
+        "required": ["steps"],
+        "additionalProperties": False,
+        "$defs": {"StepDraft": branches[0] if len(branches) == 1 else {"anyOf": branches}, **defs},
+    }
+
+
+def _step_branch(common: dict, tool: dict, args: dict) -> dict:
+    properties = {**common["properties"], "tool": tool, "args": args}
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def _pydantic_issues(error: ValidationError, step_key: str | None, prefix: str = "") -> list[PlanIssue]:
@@ -247,6 +283,8 @@ def validate_plan(data: Any, *, tools: ToolRegistry = registry, max_steps: int |
             "condition": step.condition.strip(),
             "success_criteria": step.success_criteria,
             "risk": str(tools.risk_of(step.tool).value),
+            # The definition the approval will bind to, from the registry (never from a planner's text).
+            "tool_hash": tools.get(step.tool).definition_hash,
         }
         for step in steps
     ]

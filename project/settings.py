@@ -245,6 +245,15 @@ COUNTERSIGN_AUDIT_HMAC_KEY = os.environ.get("COUNTERSIGN_AUDIT_HMAC_KEY", "")
 COUNTERSIGN_MODEL_PRICES = json.loads(
     os.environ.get("COUNTERSIGN_MODEL_PRICES", "") or '{"gpt-4.1-mini": [0.4, 1.6], "gpt-4.1": [2.0, 8.0], "gpt-4o-mini": [0.15, 0.6]}'
 )
+# What the model accepts (core/llm_capabilities.py): JSON or words, e.g. "no-temperature,max_completion_tokens,json_object".
+COUNTERSIGN_LLM_CAPABILITIES = os.environ.get("COUNTERSIGN_LLM_CAPABILITIES", "")
+# Added to max_completion_tokens for reasoning models, whose hidden reasoning counts against it.
+COUNTERSIGN_LLM_REASONING_TOKENS = env_int("COUNTERSIGN_LLM_REASONING_TOKENS", 2000)
+# Above this many tools, step arguments are sent as JSON strings instead of one typed branch per tool.
+COUNTERSIGN_STRICT_SCHEMA_MAX_TOOLS = env_int("COUNTERSIGN_STRICT_SCHEMA_MAX_TOOLS", 60)
+# What one plan may spend on LLM calls (planning, repairs, replans, steps, answers); empty = no limit.
+COUNTERSIGN_PLAN_BUDGET_USD = env_float("COUNTERSIGN_PLAN_BUDGET_USD", 0.0) or None
+COUNTERSIGN_PLAN_BUDGET_TOKENS = env_int("COUNTERSIGN_PLAN_BUDGET_TOKENS", 0) or None
 
 # --- Queues per workload (docs/deploy.md): workers can specialise with `celery worker -Q steps`.
 COUNTERSIGN_QUEUE_PLANNING = os.environ.get("COUNTERSIGN_QUEUE_PLANNING", "planning")

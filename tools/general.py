@@ -64,6 +64,6 @@ def llm_generate(
     if not llm.is_configured():
         raise ToolError("No LLM is configured: set OPENAI_BASE_URL and/or OPENAI_API_KEY to use llm_generate.")
     try:
-        return llm.generate_text(prompt, max_tokens=max_tokens)
+        return llm.generate_text(prompt, max_tokens=max_tokens, purpose="llm_generate")
     except llm.LLMError as error:
         raise ToolError(str(error)) from error

@@ -99,6 +99,12 @@ def scenarios(people):
             f"/api/plans/{plan.pk}/steps/g/decision", {"approve": True, "gate_hash": gate_hash}, headers=token(bob), **json_post
         ), "gate.approved"
 
+    def raise_budget():
+        plan = awaiting(people)
+        return Client().post(
+            f"/api/plans/{plan.pk}/budget", {"usd": 2.5, "reason": "a larger goal"}, headers=token(bob), **json_post
+        ), "plan.budget_raised"
+
     return {
         ("post", "/api/goals"): goals,
         ("post", "/api/plans/{plan_id}/steps"): add_step,
@@ -110,6 +116,7 @@ def scenarios(people):
         ("post", "/api/plans/{plan_id}/run"): run,
         ("post", "/api/plans/{plan_id}/cancel"): cancel,
         ("post", "/api/plans/{plan_id}/steps/{key}/decision"): gate,
+        ("post", "/api/plans/{plan_id}/budget"): raise_budget,
     }
 
 
@@ -125,7 +132,10 @@ def test_every_state_changing_api_route_writes_its_audit_event(people):
         response, action = walk()
         assert response.status_code in {200, 201, 202}, (route, response.status_code, response.content[:300])
         new = list(AuditEvent.objects.filter(seq__gt=before).values_list("action", "actor_name"))
-        assert (action, "bob" if action.startswith(("plan.approved", "plan.rejected", "plan.changes", "gate.")) else "alice") in new, (
+        assert (
+            action,
+            "bob" if action.startswith(("plan.approved", "plan.rejected", "plan.changes", "plan.budget", "gate.")) else "alice",
+        ) in new, (
             route,
             new,
         )
