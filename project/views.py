@@ -7,6 +7,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from project.celery import app as celery_app
+from sandbox.runner import unavailable_reason  # checked once per process, then cached
 
 
 def _database() -> str:
@@ -42,8 +43,6 @@ def healthz(request):
     `sandbox` says whether this host's kernel lets code plans run; it is reported, not counted in the
     status: everything else still works without code plans, and a load balancer that took the host out
     for it would stop those too."""
-    from sandbox.runner import unavailable_reason  # checked once per process, then cached
-
     database, redis_state = _database(), _redis()
     workers, count = _workers() if redis_state == "ok" else ("error: redis unavailable", 0)
     ok = database == redis_state == workers == "ok"
