@@ -40,11 +40,19 @@ def overspend(plan: Plan) -> str | None:
     usage = plan.llm_usage()
     calls = f"{usage['calls']} call{'' if usage['calls'] == 1 else 's'}"
     if budget.usd is not None and Decimal(str(usage["cost_usd"])) >= budget.usd:
-        return f"budget of ${budget.usd:.2f} spent: ${usage['cost_usd']:.2f} used in {calls}"
+        return f"budget of {_money(budget.usd)} spent: {_money(usage['cost_usd'])} used in {calls}"
     tokens = usage["tokens_in"] + usage["tokens_out"]
     if budget.tokens is not None and tokens >= budget.tokens:
         return f"budget of {budget.tokens:,} tokens spent: {tokens:,} used in {calls}"
     return None
+
+
+def _money(amount) -> str:
+    """Dollars and cents, or as many decimals as a fraction of a cent needs."""
+    amount = Decimal(str(amount))
+    if amount == 0 or amount >= Decimal("0.01"):
+        return f"${amount:.2f}"
+    return "$" + f"{amount:.6f}".rstrip("0")
 
 
 class PlanMeter:
