@@ -25,6 +25,7 @@ from planning.expressions import ExpressionError, evaluate_condition, resolve_te
 from planning.models import Plan, Step, content_hash_of
 from planning.review import valid_plan_approval
 from tools.registry import readable_validation_errors, registry
+from tools.selectors import definition_change
 
 RUN_RESET_FIELDS = ["status", "output", "error", "note", "resolved_args", "gate_hash", "queued_at", "started_at", "finished_at", "deadline"]
 
@@ -56,8 +57,16 @@ def queue_step(step: Step, countdown: float = 0) -> None:
 
 def step_intact(step: Step) -> bool:
     """The step's row still holds what was approved (checked per step, so the cost does not grow with
-    the plan: the whole plan's hash is checked once, when the run starts)."""
-    return bool(step.approved_hash) and sha256_of(step.content()) == step.approved_hash
+    the plan: the whole plan's hash is checked once, when the run starts), and its tool's definition is
+    still the one pinned in that content."""
+    return step_refusal(step) is None
+
+
+def step_refusal(step: Step) -> str | None:
+    """Why the step may not run now, or None."""
+    if not (step.approved_hash and sha256_of(step.content()) == step.approved_hash):
+        return "it no longer matches the approved content"
+    return definition_change(step.tool, step.tool_hash)
 
 
 # ---- starting, cancelling ---------------------------------------------------------------------------
@@ -82,6 +91,8 @@ def plan_run(*, plan_id: int, actor) -> Plan:
                 step.status, step.output, step.error, step.note = S.PENDING, None, "", ""
                 step.resolved_args, step.gate_hash = None, ""
                 step.queued_at = step.started_at = step.finished_at = step.deadline = None
+            if step.status != S.SUCCEEDED and (changed := definition_change(step.tool, step.tool_hash)) is not None:
+                raise ServiceError(f"Step {step.key}: {changed}. Save the step again to pin the new definition, then approve.", status=409)
             step.approved_hash = sha256_of(step.content())
         Step.objects.bulk_update(steps, [*RUN_RESET_FIELDS, "approved_hash"])
         plan.status, plan.executing_hash, plan.started_at, plan.finished_at = Plan.Status.RUNNING, plan.content_hash, timezone.now(), None
@@ -156,8 +167,9 @@ def dispatch_locked(plan: Plan, steps: list[Step]) -> None:
                 step_finish(step, S.SKIPPED, note=f"Skipped: {blocked.key} {blocked.get_status_display().lower()}.")
                 changed = True
             elif all(d.status == S.SUCCEEDED for d in deps):
-                if not step_intact(step):
-                    fail_plan(plan, steps, f"Step {step.key} no longer matches the approved content; execution stopped.")
+                refusal = step_refusal(step)
+                if refusal is not None:
+                    fail_plan(plan, steps, f"Step {step.key} refused: {refusal}; execution stopped, the plan needs a fresh approval.")
                     return
                 _prepare(plan, step, outputs)
                 changed = changed or step.status in DONE

@@ -54,9 +54,9 @@ class StepForm(forms.Form):
     )
     success_criteria = forms.CharField(label="Success when", required=False, max_length=1000)
 
-    def __init__(self, *args, tools: list[str], other_keys: list[str], **kwargs):
+    def __init__(self, *args, tools: list, other_keys: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tool"].choices = [(name, name) for name in tools]
+        self.fields["tool"].choices = tool_choices(tools)
         self.fields["depends_on"].choices = [(key, key) for key in other_keys]
 
     def clean_args(self):
@@ -74,6 +74,15 @@ class StepForm(forms.Form):
             name: self.cleaned_data[name]
             for name in ("title", "description", "tool", "args", "depends_on", "condition", "success_criteria")
         }
+
+
+def tool_choices(tools: list) -> list:
+    """The tool picker: built-in tools first, then one group per tool source, each labelled with its risk."""
+    groups: dict[str, list] = {}
+    for tool in tools:
+        groups.setdefault(tool.source, []).append((tool.name, f"{tool.name} ({tool.risk.value.upper()})"))
+    built_in = [("Built-in", groups.pop(""))] if "" in groups else []
+    return built_in + [(f"Source: {source}", choices) for source, choices in sorted(groups.items())]
 
 
 class DecisionForm(forms.Form):

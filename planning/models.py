@@ -8,7 +8,10 @@ from core.canonical import canonical_json, sha256_of
 from core.risk import Risk
 
 # The step fields that make up a plan's content: the hash and every diff are computed over exactly these.
-STEP_CONTENT_FIELDS = ("key", "title", "description", "tool", "args", "depends_on", "condition", "success_criteria", "risk")
+STEP_CONTENT_FIELDS = ("key", "title", "description", "tool", "args", "depends_on", "condition", "success_criteria", "risk", "tool_hash")
+# Steps stored before tool definitions were pinned have no tool_hash; leaving the empty field out of their
+# content keeps their hashes (and the approvals bound to them) as they were.
+OPTIONAL_CONTENT_FIELDS = {"tool_hash"}
 
 
 class Goal(models.Model):
@@ -132,6 +135,9 @@ class Step(models.Model):
     condition = models.CharField(max_length=500, blank=True)
     success_criteria = models.TextField(blank=True)
     risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.HIGH)
+    tool_hash = models.CharField(
+        max_length=64, blank=True, help_text="Definition hash of the tool when the step was written (from the registry)"
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -152,7 +158,7 @@ class Step(models.Model):
         return f"{self.key}: {self.title}"
 
     def content(self) -> dict:
-        return {field: getattr(self, field) for field in STEP_CONTENT_FIELDS}
+        return _content_of({field: getattr(self, field) for field in STEP_CONTENT_FIELDS})
 
 
 class PlanRevision(models.Model):
@@ -238,9 +244,13 @@ class Playbook(models.Model):
         return self.name
 
 
+def _content_of(step: dict) -> dict:
+    return {f: step[f] for f in STEP_CONTENT_FIELDS if f not in OPTIONAL_CONTENT_FIELDS or step.get(f)}
+
+
 def plan_content(steps) -> list[dict]:
     """The canonical content of a plan: its steps' content fields, in order."""
-    return [step.content() if isinstance(step, Step) else {f: step[f] for f in STEP_CONTENT_FIELDS} for step in steps]
+    return [step.content() if isinstance(step, Step) else _content_of(step) for step in steps]
 
 
 def content_hash_of(steps) -> str:

@@ -83,7 +83,7 @@ def step_form(plan: Plan, steps, *, key: str | None, data=None) -> StepForm:
                 "success_criteria": step.success_criteria,
             }
         )
-    return StepForm(data, initial=initial, tools=registry.names(), other_keys=others, prefix=f"step-{key or 'new'}")
+    return StepForm(data, initial=initial, tools=registry.all(), other_keys=others, prefix=f"step-{key or 'new'}")
 
 
 def render_plan_body(request, plan: Plan, *, status: int = 200, **extra) -> HttpResponse:
