@@ -29,4 +29,5 @@ urlpatterns = [
     path("", include("approvals.urls")),
     path("", include("planning.urls")),
     path("", include("execution.urls")),
+    path("", include("tools.urls")),
 ]

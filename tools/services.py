@@ -100,6 +100,7 @@ def tool_source_create(
             },
         )
     report = tool_source_sync(source=source, actor=actor, raise_on_failure=False) if sync else None
+    source.refresh_from_db()
     return source, report
 
 

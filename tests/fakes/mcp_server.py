@@ -29,6 +29,10 @@ class Ticket(TypedDict):
     status: str
 
 
+class Process(TypedDict):
+    pid: int
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
 def read_ticket(ticket_id: TicketId) -> Ticket:
     """Read one ticket."""
@@ -76,7 +80,7 @@ def huge_report(size: Annotated[int, Field(ge=1, le=5_000_000)]) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-def whoami() -> dict:
+def whoami() -> Process:
     """The server's process id (tests check that a stdio server is started once per process)."""
     return {"pid": os.getpid()}
 
