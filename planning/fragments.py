@@ -5,6 +5,7 @@ from django.utils.dateparse import parse_datetime
 
 from approvals.policy import four_eyes_violation
 from core.roles import user_can
+from planning.diff import changes_since_proposal
 from planning.graph import plan_graph
 from planning.models import Plan, Step
 
@@ -40,6 +41,7 @@ def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str 
         "full": step_keys is None,
         # The graph's nodes carry step statuses; it is redrawn whole on (re)connect, not on every event.
         "graph": plan_graph(steps) if step_keys is None and steps else None,
+        "proposal_changes": changes_since_proposal(list(plan.revisions.select_related("author").order_by("number"))),
         **step_controls(plan, user, authors),
     }
     return render_to_string("planning/_live_update.html", context)

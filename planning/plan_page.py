@@ -54,6 +54,7 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         "show_decision": user_can(request.user, "approve"),
         "progress": progress_of(steps),
         "events": selectors.plan_events(plan),
+        "proposal_changes": selectors.proposal_changes(plan),
         **step_controls(plan, request.user, authors),
     }
     if can_edit:

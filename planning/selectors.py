@@ -5,7 +5,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 
 from approvals.models import Approval, AuditEvent
 from core.roles import user_can
-from planning.diff import diff_contents
+from planning.diff import StepChanges, changes_since_proposal, diff_contents
 from planning.models import Plan, PlanRevision, Playbook, Step, plan_content
 from planning.validation import PlanInvalid, validate_plan
 
@@ -92,6 +92,11 @@ def revision_pair(plan: Plan, revisions: list[PlanRevision], a, b, view) -> dict
         right = right or revisions[-1]
         left = left or (revisions[-2] if len(revisions) > 1 else revisions[-1])
     return {"left": left, "right": right, "changes": diff_contents(left.content, right.content), "view": view or ""}
+
+
+def proposal_changes(plan: Plan) -> list[StepChanges]:
+    """What people changed since the planner's latest proposal, per step, with who changed it."""
+    return changes_since_proposal(list(plan.revisions.select_related("author").order_by("number")))
 
 
 def plan_events(plan: Plan, limit: int = 40):

@@ -263,7 +263,9 @@ def write_revision(plan: Plan, steps: list[dict], *, author, planner: str, reaso
     return voided
 
 
-def _edit_plan(*, plan_id: int, actor, revision: int, summary: str, change: Callable[[list[dict]], list[dict]], details: dict) -> Plan:
+def _edit_plan(
+    *, plan_id: int, actor, revision: int, summary: str | Callable[[], str], change: Callable[[list[dict]], list[dict]], details: dict
+) -> Plan:
     """Apply one edit atomically: check the revision (optimistic locking), validate the whole new plan,
     store a revision, void approvals, and record exactly one audit event. Nothing changes on any error."""
     with transaction.atomic():
@@ -273,6 +275,7 @@ def _edit_plan(*, plan_id: int, actor, revision: int, summary: str, change: Call
         if revision != plan.revision:
             raise StaleRevision(plan.revision)
         proposed = change([dict(step) for step in plan_content(plan.steps.all())])
+        summary = summary() if callable(summary) else summary
         try:
             steps = validate_plan({"steps": proposed})
         except PlanInvalid as invalid:
@@ -303,21 +306,24 @@ def step_update(*, plan_id: int, actor, revision: int, key: str, changes: dict) 
     if unknown:
         raise InvalidEdit([PlanIssue(key, field, "this field cannot be edited") for field in sorted(unknown)])
 
+    changed: list[str] = []
+
     def change(steps):
         step = _find(steps, key)
+        # A form sends every field; the revision names only those whose value differs.
+        changed.extend(sorted(name for name, value in changes.items() if step.get(name, "") != value))
         step.update(changes)
         if "tool" in changes and "risk" in step:
             del step["risk"]
         return steps
 
-    fields = ", ".join(sorted(changes))
     return _edit_plan(
         plan_id=plan_id,
         actor=actor,
         revision=revision,
-        summary=f"Edited {key}: {fields}",
+        summary=lambda: f"Edited {key}: {', '.join(changed) or 'nothing'}",
         change=change,
-        details={"step": key, "fields": sorted(changes)},
+        details={"step": key, "fields": changed},
     )
 
 

@@ -20,6 +20,12 @@ def get_issues(issues: dict, key: str) -> list:
 
 
 @register.filter
+def changes_of(proposal_changes: list, key: str):
+    """One step's entry in the changes since the planner's proposal, or None."""
+    return next((entry for entry in proposal_changes or () if entry.step == key), None)
+
+
+@register.filter
 def duration(step) -> str:
     if not (step.started_at and step.finished_at):
         return ""

@@ -242,8 +242,8 @@ def test_roles_are_enforced_by_the_server(client, carol, bob, plan):
 def test_revision_history_shows_field_level_differences(alice_client, alice, bob, plan):
     services.step_update(plan_id=plan.pk, actor=alice, revision=1, key="s1", changes={"args": {"queue": "billing"}})
     page = alice_client.get(reverse("plan_revisions", args=[plan.pk]) + "?a=1&b=2").content.decode()
-    assert "r1" in page and "r2" in page and "args" in page
-    assert "{&quot;queue&quot;: &quot;support&quot;}" in page and "{&quot;queue&quot;: &quot;billing&quot;}" in page
+    assert "r1" in page and "r2" in page and "args.queue" in page
+    assert "<del>support</del>" in page and "<ins>billing</ins>" in page
 
 
 def test_planner_proposal_versus_approved_view(alice_client, alice, bob, plan):
