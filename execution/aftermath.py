@@ -11,7 +11,7 @@ from core import llm
 from execution.failpoints import failpoint
 from planning import broadcast, planner, usage
 from planning.diff import diff_contents
-from planning.models import Plan, Step, plan_content
+from planning.models import FINISHED_STATUSES, Plan, Step, plan_content
 from planning.services import write_revision
 from planning.validation import PlanInvalid, validate_plan
 
@@ -102,7 +102,7 @@ def _summary(steps: list[Step]) -> str:
 
 def compose_answer(plan_id: int) -> Plan:
     plan = Plan.objects.select_related("goal").get(pk=plan_id)
-    if plan.status not in {Plan.Status.SUCCEEDED, Plan.Status.FAILED} or plan.answer_text:
+    if plan.status not in FINISHED_STATUSES or plan.answer_text:
         return plan
     steps = list(plan.steps.all())
     summary = _summary(steps)

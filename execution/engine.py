@@ -19,6 +19,7 @@ from core.canonical import sha256_of
 from core.errors import ServiceError
 from execution import code_apply
 from execution.failpoints import failpoint
+from execution.outcome import outcome_of
 from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step_finish, step_transition
 from planning import broadcast, dry_runs
 from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
@@ -252,11 +253,14 @@ def fail_plan(plan: Plan, steps: list[Step], reason: str) -> None:
 
 def _finalize(plan: Plan, steps: list[Step]) -> None:
     failed = [step for step in steps if step.status == S.FAILED]
-    plan.status = Plan.Status.FAILED if failed else Plan.Status.SUCCEEDED
+    plan.status, plan.failure_reason = outcome_of(steps)
     plan.finished_at = timezone.now()
-    plan.save(update_fields=["status", "finished_at", "updated_at"])
-    audit.record(action=f"plan.{plan.status}", plan_id=plan.pk, data={"failed_steps": [s.key for s in failed], "revision": plan.revision})
-    broadcast.announce(plan.pk, log=f"Plan {plan.get_status_display().lower()}.")
+    plan.save(update_fields=["status", "failure_reason", "finished_at", "updated_at"])
+    data = {"failed_steps": [s.key for s in failed], "revision": plan.revision, "reason": plan.failure_reason}
+    audit.record(action=f"plan.{plan.status}", plan_id=plan.pk, data=data)
+    broadcast.announce(
+        plan.pk, log=f"Plan {plan.get_status_display().lower()}." + (f" {plan.failure_reason}" if plan.failure_reason else "")
+    )
     aftermath_enqueue(plan, failed=bool(failed))
 
 

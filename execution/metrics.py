@@ -10,7 +10,7 @@ from django.db.models import Count, Min, Sum
 from approvals.models import Approval
 from core import llm
 from planning.diff import diff_contents
-from planning.models import LlmCall, Plan, PlanRevision, Step
+from planning.models import FINISHED_STATUSES, LlmCall, Plan, PlanRevision, Step
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -83,7 +83,7 @@ def summary(*, since=None, until=None) -> Summary:
     plans = list(plans.only("id", "status", "replan_count", "started_at", "finished_at", "tokens_in", "tokens_out", "model"))
     ids = [plan.pk for plan in plans]
     by_status = Counter(plan.status for plan in plans)
-    finished = by_status[Plan.Status.SUCCEEDED] + by_status[Plan.Status.FAILED]
+    finished = sum(by_status[status] for status in FINISHED_STATUSES)
     ran = [p for p in plans if p.started_at]
 
     step_statuses = Counter(Step.objects.filter(plan_id__in=ids).values_list("status", flat=True))
@@ -119,7 +119,7 @@ def summary(*, since=None, until=None) -> Summary:
     completions = [
         (p.finished_at - p.started_at).total_seconds()
         for p in plans
-        if p.finished_at and p.started_at and p.status in {Plan.Status.SUCCEEDED, Plan.Status.FAILED}
+        if p.finished_at and p.started_at and p.status in FINISHED_STATUSES
     ]
 
     gates = Counter(approvals.filter(kind=Approval.Kind.GATE).values_list("decision", flat=True))

@@ -24,7 +24,7 @@ from approvals import audit
 from execution.engine import aftermath_enqueue, dispatch, needs_dispatch, queue_step, run_deadline, step_enqueue
 from execution.transitions import S, step_interrupt, step_transition
 from planning import broadcast
-from planning.models import Plan, Step
+from planning.models import FINISHED_STATUSES, Plan, Step
 from tools.registry import registry
 
 BATCH = 200  # plans or steps per kind and pass; the rest wait for the next pass
@@ -100,12 +100,12 @@ def _dispatch_stranded_plans() -> int:
 def _requeue_aftermath(now) -> int:
     """Finished plans whose answer or replan never came (its task was lost, or its worker died)."""
     cutoff = now - timedelta(seconds=settings.COUNTERSIGN_AFTERMATH_DEADLINE_S)
-    waiting = Plan.objects.filter(status__in=[Plan.Status.SUCCEEDED, Plan.Status.FAILED], answer_text="", updated_at__lt=cutoff)
+    waiting = Plan.objects.filter(status__in=FINISHED_STATUSES, answer_text="", updated_at__lt=cutoff)
     requeued = 0
     for plan_id in list(waiting.values_list("pk", flat=True)[:BATCH]):
         with transaction.atomic():
             plan = Plan.objects.select_for_update().filter(pk=plan_id, answer_text="", updated_at__lt=cutoff).first()
-            if plan is None or plan.status not in {Plan.Status.SUCCEEDED, Plan.Status.FAILED}:
+            if plan is None or plan.status not in FINISHED_STATUSES:
                 continue
             failed = plan.steps.filter(status=S.FAILED).exists()
             # Saving restarts the wait, so a task still on its way is not queued twice per deadline.

@@ -40,6 +40,7 @@ class Plan(models.Model):
         REJECTED = "rejected", "Rejected"
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
+        PARTIALLY_COMPLETED = "partially_completed", "Partially completed"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         SUPERSEDED = "superseded", "Superseded"
@@ -109,6 +110,8 @@ class Plan(models.Model):
         }
 
 
+# A run ended and its answer follows: every step that was meant to run ran, some did not, or one failed.
+FINISHED_STATUSES = {Plan.Status.SUCCEEDED, Plan.Status.PARTIALLY_COMPLETED, Plan.Status.FAILED}
 EDITABLE_STATUSES = {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED, Plan.Status.REJECTED}
 
 

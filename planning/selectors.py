@@ -10,7 +10,7 @@ from planning.models import Plan, PlanRevision, Playbook, Step, plan_content
 from planning.validation import PlanInvalid, validate_plan
 
 RUNNING = [Plan.Status.APPROVED, Plan.Status.RUNNING]
-NEEDS_ATTENTION = [Plan.Status.PLANNING_FAILED, Plan.Status.FAILED, Plan.Status.REJECTED]
+NEEDS_ATTENTION = [Plan.Status.PLANNING_FAILED, Plan.Status.FAILED, Plan.Status.PARTIALLY_COMPLETED, Plan.Status.REJECTED]
 
 
 def _inbox_filters(user) -> dict[str, tuple[str, Q]]:
