@@ -146,6 +146,16 @@ def request_changes(request, plan_id: int, payload: DecisionIn):
     return _plan_decision(request, plan_id, payload, "changes_requested")
 
 
+@router.post("/plans/{plan_id}/resubmit", response=EDIT_RESPONSES, summary="Send a plan whose changes were requested back for approval")
+def resubmit_plan(request, plan_id: int):
+    get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        review.plan_resubmit(plan_id=plan_id, actor=request.user)
+    except ServiceError as error:
+        return error_response(error)
+    return plan_out(Plan.objects.select_related("goal", "goal__requester").get(pk=plan_id))
+
+
 class BudgetIn(Schema):
     usd: float | None = Field(default=None, gt=0, le=1_000_000)
     tokens: int | None = Field(default=None, gt=0, le=2_000_000_000)

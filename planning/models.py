@@ -36,6 +36,7 @@ class Plan(models.Model):
         PLANNING = "planning", "Planning"
         PLANNING_FAILED = "planning_failed", "Planning failed"
         AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        CHANGES_REQUESTED = "changes_requested", "Changes requested"
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         RUNNING = "running", "Running"
@@ -112,7 +113,7 @@ class Plan(models.Model):
 
 # A run ended and its answer follows: every step that was meant to run ran, some did not, or one failed.
 FINISHED_STATUSES = {Plan.Status.SUCCEEDED, Plan.Status.PARTIALLY_COMPLETED, Plan.Status.FAILED}
-EDITABLE_STATUSES = {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED, Plan.Status.REJECTED}
+EDITABLE_STATUSES = {Plan.Status.AWAITING_APPROVAL, Plan.Status.CHANGES_REQUESTED, Plan.Status.APPROVED, Plan.Status.REJECTED}
 
 
 class Step(models.Model):

@@ -55,6 +55,7 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         "progress": progress_of(steps),
         "events": selectors.plan_events(plan),
         "proposal_changes": selectors.proposal_changes(plan),
+        "changes_request": review.changes_request(plan),
         **step_controls(plan, request.user, authors),
     }
     if can_edit:

@@ -69,6 +69,8 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
             plan.status = Plan.Status.APPROVED
         elif decision == Approval.Decision.REJECTED:
             plan.status = Plan.Status.REJECTED
+        else:
+            plan.status = Plan.Status.CHANGES_REQUESTED
         plan.save(update_fields=["status", "updated_at"])
         audit.record(
             action=DECISION_ACTIONS[decision],
@@ -77,6 +79,33 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
             data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000]},
         )
     return approval
+
+
+def plan_resubmit(*, plan_id: int, actor) -> Plan:
+    """The operator sends a plan whose changes were requested back for approval, as it is (after edits,
+    or after answering the comment some other way)."""
+    if not user_can(actor, "edit"):
+        raise ServiceError("Only operators can resubmit plans.", status=403)
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        if plan.status != Plan.Status.CHANGES_REQUESTED:
+            raise ServiceError(f"Only a plan with changes requested can be resubmitted; this one is {plan.get_status_display().lower()}.", status=409)
+        plan.status = Plan.Status.AWAITING_APPROVAL
+        plan.save(update_fields=["status", "updated_at"])
+        audit.record(action="plan.resubmitted", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash})
+    return plan
+
+
+def changes_request(plan: Plan) -> Approval | None:
+    """The request for changes the operator is answering, while the plan waits for them."""
+    if plan.status != Plan.Status.CHANGES_REQUESTED:
+        return None
+    return (
+        Approval.objects.filter(plan=plan, kind=Approval.Kind.PLAN, decision=Approval.Decision.CHANGES_REQUESTED)
+        .select_related("approver")
+        .order_by("-created_at")
+        .first()
+    )
 
 
 def valid_plan_approval(plan: Plan) -> Approval | None:

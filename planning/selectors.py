@@ -9,7 +9,6 @@ from planning.diff import StepChanges, changes_since_proposal, diff_contents
 from planning.models import Plan, PlanRevision, Playbook, Step, plan_content
 from planning.validation import PlanInvalid, validate_plan
 
-RUNNING = [Plan.Status.APPROVED, Plan.Status.RUNNING]
 NEEDS_ATTENTION = [Plan.Status.PLANNING_FAILED, Plan.Status.FAILED, Plan.Status.PARTIALLY_COMPLETED, Plan.Status.REJECTED]
 
 
@@ -21,7 +20,9 @@ def _inbox_filters(user) -> dict[str, tuple[str, Q]]:
     if user_can(user, "submit"):
         filters["mine"] = ("My goals", Q(goal__requester=user))
     filters["awaiting"] = ("Awaiting approval", Q(status=Plan.Status.AWAITING_APPROVAL))
-    filters["running"] = ("Running", Q(status__in=RUNNING))
+    filters["changes"] = ("Changes requested", Q(status=Plan.Status.CHANGES_REQUESTED))
+    filters["ready"] = ("Approved, not started", Q(status=Plan.Status.APPROVED))
+    filters["running"] = ("Running", Q(status=Plan.Status.RUNNING))
     filters["attention"] = ("Needs attention", Q(status__in=NEEDS_ATTENTION))
     filters["recent"] = ("Recent", Q())
     return filters

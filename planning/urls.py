@@ -8,6 +8,7 @@ urlpatterns = [
     path("plans/<int:plan_id>/", views.plan_detail, name="plan_detail"),
     path("plans/<int:plan_id>/retry/", views.plan_retry, name="plan_retry"),
     path("plans/<int:plan_id>/decide/", views.plan_decide, name="plan_decide"),
+    path("plans/<int:plan_id>/resubmit/", views.plan_resubmit, name="plan_resubmit"),
     path("plans/<int:plan_id>/dry-run/", views.code_refresh, name="code_refresh"),
     path("plans/<int:plan_id>/revisions/", views.plan_revisions, name="plan_revisions"),
     path("plans/<int:plan_id>/playbook/", views.playbook_save, name="playbook_save"),

@@ -14,6 +14,12 @@ from planning.models import Plan
 from planning.permissions import get_plan_for_user
 from planning.plan_page import HtmxHttpRequest
 
+DECISION_TEXT = {
+    "approved": "You approved revision {revision}.",
+    "rejected": "You rejected revision {revision}.",
+    "changes_requested": "You requested changes to revision {revision}; the operator sees your comment.",
+}
+
 
 def _inbox_context(request, form=None) -> dict:
     tabs = selectors.inbox_tabs(request.user)
@@ -196,12 +202,20 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         )
     except ServiceError as error:
         return plan_page.refused(request, plan, error.message, error.status)
-    text = f"You {approval.get_decision_display().lower()} revision {approval.revision}."
+    text = DECISION_TEXT[approval.decision].format(revision=approval.revision)
     if not request.htmx:
         messages.success(request, text)
         return redirect("plan_detail", plan_id=plan.pk)
     plan.refresh_from_db()
     return plan_page.render_plan_body(request, plan, flash=text)
+
+
+@require_POST
+def plan_resubmit(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    return plan_page.perform_action(
+        request, plan, lambda: review.plan_resubmit(plan_id=plan.pk, actor=request.user), done="Sent back for approval."
+    )
 
 
 @require_POST

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from approvals.models import ApiToken, Approval, AuditEvent
 from execution import engine
-from planning import services
+from planning import review, services
 from planning.models import Goal, Plan, PlanRevision, Step
 from project.api import api
 from tests.conftest import make_user
@@ -83,6 +83,13 @@ def scenarios(people):
             **json_post,
         ), "plan.changes_requested"
 
+    def resubmit():
+        plan = awaiting(people)
+        review.plan_decision_record(
+            plan_id=plan.pk, actor=bob, revision=plan.revision, content_hash=plan.content_hash, decision="changes_requested", comment="more"
+        )
+        return Client().post(f"/api/plans/{plan.pk}/resubmit", headers=token(alice)), "plan.resubmitted"
+
     def run():
         plan = approved_plan(people, [step("s1", "noop")])
         return Client().post(f"/api/plans/{plan.pk}/run", headers=token(alice)), "plan.run_started"
@@ -113,6 +120,7 @@ def scenarios(people):
         ("post", "/api/plans/{plan_id}/approve"): approve,
         ("post", "/api/plans/{plan_id}/reject"): reject,
         ("post", "/api/plans/{plan_id}/request-changes"): request_changes,
+        ("post", "/api/plans/{plan_id}/resubmit"): resubmit,
         ("post", "/api/plans/{plan_id}/run"): run,
         ("post", "/api/plans/{plan_id}/cancel"): cancel,
         ("post", "/api/plans/{plan_id}/steps/{key}/decision"): gate,

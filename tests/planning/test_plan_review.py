@@ -221,7 +221,7 @@ def test_reject_and_request_changes_need_a_comment(bob_client, plan):
         headers=HTMX,
     )
     plan.refresh_from_db()
-    assert plan.status == Plan.Status.AWAITING_APPROVAL and AuditEvent.objects.filter(action="plan.changes_requested").count() == 1
+    assert plan.status == Plan.Status.CHANGES_REQUESTED and AuditEvent.objects.filter(action="plan.changes_requested").count() == 1
 
 
 def test_roles_are_enforced_by_the_server(client, carol, bob, plan):
