@@ -7,6 +7,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh, reswap, retarget
 
 from core.errors import ServiceError
+from core.risk import Risk
 from core.roles import user_can
 from planning import dry_runs, plan_page, review, selectors, services
 from planning.forms import DecisionForm, GoalForm, PlaybookForm, RetryForm
@@ -191,6 +192,12 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
             else redirect("plan_detail", plan_id=plan.pk)
         )
     data = form.cleaned_data
+    # Only a decision that would be accepted is asked twice; anything else is refused below as usual.
+    ready = data["revision"] == plan.revision and review.approval_blocker(plan=plan, user=request.user) is None
+    if data["decision"] == "approved" and ready and not request.POST.get("confirm_high"):
+        high = [step for step in plan.steps.all() if step.risk == Risk.HIGH]
+        if high:
+            return _confirm_high_steps(request, plan, high, data)
     try:
         approval = review.plan_decision_record(
             plan_id=plan.pk,
@@ -208,6 +215,16 @@ def plan_decide(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         return redirect("plan_detail", plan_id=plan.pk)
     plan.refresh_from_db()
     return plan_page.render_plan_body(request, plan, flash=text)
+
+
+def _confirm_high_steps(request: HtmxHttpRequest, plan: Plan, high: list, data: dict) -> HttpResponse:
+    """Approving HIGH steps is asked twice, naming them; the second ask is a server round trip so it
+    works with or without JavaScript. It carries the revision the approver saw, not the current one."""
+    seen = DecisionForm(initial={"revision": data["revision"], "content_hash": data["content_hash"]})
+    extra = {"confirm_high": high, "decision_form": seen, "comment": data["comment"]}
+    if request.htmx:
+        return plan_page.render_plan_body(request, plan, **extra)
+    return render(request, "planning/plan_detail.html", plan_page.plan_context(request, plan, **extra))
 
 
 @require_POST

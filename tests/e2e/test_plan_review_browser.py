@@ -69,6 +69,7 @@ def test_alice_plans_edits_and_bob_countersigns(people, new_page, celery_worker)
     bob = new_page("bob", people["bob"][1])
     bob.get_by_role("link", name="Return 2 Aviator sunglasses").click()
     bob.get_by_role("button", name="Approve revision 3").click()
+    bob.get_by_role("button", name="Yes, approve revision 3 with 1 HIGH step").click()
     expect(bob.locator("#plan-live")).to_contain_text("Approved")
     expect(bob.locator("#approvals")).to_contain_text("bob approved revision 3")
     assert Plan.objects.get(pk=plan.pk).status == Plan.Status.APPROVED

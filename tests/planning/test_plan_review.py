@@ -139,10 +139,22 @@ def test_a_stale_revision_gets_a_conflict_message_and_changes_nothing(alice_clie
     assert plan.steps.get(key="s2").title == "Threshold"
 
 
-def test_bob_approves_the_revision_he_sees(bob_client, bob, plan):
+def test_approving_high_steps_asks_once_more_naming_them(bob_client, plan):
     response = bob_client.post(
         reverse("plan_decide", args=[plan.pk]),
         {"revision": plan.revision, "content_hash": plan.content_hash, "decision": "approved"},
+        headers=HTMX,
+    )
+    body = response.content.decode()
+    high = [step.key for step in plan.steps.all() if step.risk == "high"]
+    assert high and all(f"<code>{key}</code>" in body for key in high) and "HIGH-risk step" in body
+    assert not Approval.objects.exists() and Plan.objects.get(pk=plan.pk).status == Plan.Status.AWAITING_APPROVAL
+
+
+def test_bob_approves_the_revision_he_sees(bob_client, bob, plan):
+    response = bob_client.post(
+        reverse("plan_decide", args=[plan.pk]),
+        {"revision": plan.revision, "content_hash": plan.content_hash, "decision": "approved", "confirm_high": "1"},
         headers=HTMX,
     )
     assert response.status_code == 200 and "You approved revision 1" in response.content.decode()
