@@ -6,6 +6,9 @@ from core import llm
 from planning.services import MAX_GOAL_CHARS
 
 
+NO_LLM = "No LLM is configured on this server, so plans come from stored playbooks; code plans and the LLM planner are unavailable."
+
+
 class GoalForm(forms.Form):
     text = forms.CharField(
         label="Goal",
@@ -24,11 +27,30 @@ class GoalForm(forms.Form):
         choices = [("", "Automatic (LLM when configured, else playbook)"), ("playbook", "Playbook (offline)")]
         if llm.is_configured():
             choices.insert(1, ("llm", "LLM"))
+        else:
+            # Only what can work is offered; the reason is said once, beside the choices.
+            choices[0] = ("", "Automatic (playbook)")
+            self.fields["mode"].choices = [("steps", "Steps (tool calls)")]
+            self.unavailable = NO_LLM
         self.fields["planner"].choices = choices
+
+    unavailable = ""
 
 
 class RetryForm(forms.Form):
     planner = forms.ChoiceField(required=False, choices=[("", "Same as before"), ("llm", "LLM"), ("playbook", "Playbook")])
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not llm.is_configured():
+            self.fields["planner"].choices = [("", "Same as before"), ("playbook", "Playbook")]
+            self.unavailable = NO_LLM
+
+    unavailable = ""
+
+
+class GoalEditForm(forms.Form):
+    text = forms.CharField(label="Goal", max_length=MAX_GOAL_CHARS, widget=forms.Textarea(attrs={"rows": 3}))
 
 
 class PlaybookForm(forms.Form):

@@ -30,6 +30,8 @@ def approval_blocker(*, plan: Plan, user, authors: set[int] | None = None) -> st
         return "Only approvers can countersign plans."
     if plan.status != Plan.Status.AWAITING_APPROVAL:
         return f"The plan is {plan.get_status_display().lower()}, not awaiting approval."
+    if not plan.content_hash or not plan.steps.exists():
+        return "The plan has no steps yet: add one before it can be countersigned."
     return four_eyes_violation(
         approver=user, author_ids=revision_authors(plan) if authors is None else authors, requester_id=plan.goal.requester_id
     )

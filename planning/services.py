@@ -148,6 +148,34 @@ def plan_retry(*, plan: Plan, actor, planner_choice: str | None = None) -> Plan:
     return plan
 
 
+def plan_retry_with_goal(*, plan: Plan, actor, text: str) -> Plan:
+    """'Edit goal and plan again' after a planning failure: the goal's new text, then a fresh draft."""
+    text = (text or "").strip()
+    if not text or len(text) > MAX_GOAL_CHARS:
+        raise ServiceError(f"Describe the goal in at most {MAX_GOAL_CHARS} characters.", status=422)
+    refuse_control_characters(text, field="goal")
+    with transaction.atomic():
+        locked = Plan.objects.select_for_update().select_related("goal").get(pk=plan.pk)
+        if locked.status != Plan.Status.PLANNING_FAILED:
+            raise ServiceError("Only a plan whose planning failed can be planned again.", status=409)
+        before = locked.goal.text
+        Goal.objects.filter(pk=locked.goal_id).update(text=text)
+        audit.record(action="goal.edited", actor=actor, plan_id=locked.pk, data={"before": before, "text": text})
+    return plan_retry(plan=locked, actor=actor)
+
+
+def plan_start_empty(*, plan: Plan, actor) -> Plan:
+    """'Start from an empty plan' after a planning failure: a revision with no steps, written by hand."""
+    with transaction.atomic():
+        locked = Plan.objects.select_for_update().select_related("goal").get(pk=plan.pk)
+        if locked.status != Plan.Status.PLANNING_FAILED:
+            raise ServiceError("Only a plan whose planning failed can start empty.", status=409)
+        locked.planner, locked.planner_source, locked.failure_reason = Plan.Planner.HUMAN, "", ""
+        write_revision(locked, [], author=actor, planner=Plan.Planner.HUMAN, reason="Started from an empty plan")
+        audit.record(action="plan.started_empty", actor=actor, plan_id=locked.pk, data={"revision": locked.revision})
+    return locked
+
+
 # ---- LLM budget -----------------------------------------------------------------------------------
 
 

@@ -265,6 +265,28 @@ def plan_retry(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
 
 
 @require_POST
+def plan_retry_goal(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        services.plan_retry_with_goal(plan=plan, actor=request.user, text=request.POST.get("text", ""))
+    except ServiceError as error:
+        messages.error(request, error.message)
+    return redirect("plan_detail", plan_id=plan.pk)
+
+
+@require_POST
+def plan_start_empty(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        services.plan_start_empty(plan=plan, actor=request.user)
+    except ServiceError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Started from an empty plan: add its steps below.")
+    return redirect("plan_detail", plan_id=plan.pk)
+
+
+@require_POST
 def playbook_save(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="approve")
     form = PlaybookForm(request.POST)
