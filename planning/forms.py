@@ -5,7 +5,6 @@ from django import forms
 from core import llm
 from planning.services import MAX_GOAL_CHARS
 
-
 NO_LLM = "No LLM is configured on this server, so plans come from stored playbooks; code plans and the LLM planner are unavailable."
 
 
@@ -47,10 +46,6 @@ class RetryForm(forms.Form):
             self.unavailable = NO_LLM
 
     unavailable = ""
-
-
-class GoalEditForm(forms.Form):
-    text = forms.CharField(label="Goal", max_length=MAX_GOAL_CHARS, widget=forms.Textarea(attrs={"rows": 3}))
 
 
 class PlaybookForm(forms.Form):
