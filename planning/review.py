@@ -91,10 +91,14 @@ def plan_resubmit(*, plan_id: int, actor) -> Plan:
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         if plan.status != Plan.Status.CHANGES_REQUESTED:
-            raise ServiceError(f"Only a plan with changes requested can be resubmitted; this one is {plan.get_status_display().lower()}.", status=409)
+            raise ServiceError(
+                f"Only a plan with changes requested can be resubmitted; this one is {plan.get_status_display().lower()}.", status=409
+            )
         plan.status = Plan.Status.AWAITING_APPROVAL
         plan.save(update_fields=["status", "updated_at"])
-        audit.record(action="plan.resubmitted", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash})
+        audit.record(
+            action="plan.resubmitted", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash}
+        )
     return plan
 
 
