@@ -16,6 +16,9 @@ from django.utils import timezone
 log = logging.getLogger(__name__)
 
 
+INBOX_GROUP = "inbox"
+
+
 def plan_group(plan_id: int) -> str:
     return f"plan-{plan_id}"
 
@@ -37,7 +40,10 @@ class _Batch:
 
     def flush(self) -> None:
         for plan_id, event in self.events.items():
-            _send(plan_id, event)
+            _send(plan_group(plan_id), event)
+        # Inboxes show statuses, counts and gates of every plan: one nudge per transaction redraws them.
+        if self.events:
+            _send(INBOX_GROUP, {"type": "inbox.changed", "plans": list(self.events)})
 
 
 def announce(plan_id: int, *, steps=(), log: str | None = None, all_steps: bool = False) -> None:
@@ -83,9 +89,9 @@ def _log_failure(future) -> None:
 _sender = _Sender()
 
 
-def _send(plan_id: int, event: dict) -> None:
+def _send(group: str, event: dict) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     # Fire and forget, in order: live progress is best effort, and the page shows the truth on reload.
-    _sender.submit(layer.group_send(plan_group(plan_id), event))
+    _sender.submit(layer.group_send(group, event))

@@ -8,8 +8,9 @@ from django.contrib.auth import get_user
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from planning.broadcast import plan_group
-from planning.fragments import render_plan_fragments
+from core.roles import user_can
+from planning.broadcast import INBOX_GROUP, plan_group
+from planning.fragments import render_inbox_fragments, render_plan_fragments
 from planning.permissions import get_plan_for_user
 
 # Close codes the htmx ws extension does not reconnect on (it retries only 1006, 1011, 1012, 1013).
@@ -71,3 +72,40 @@ class PlanConsumer(AsyncWebsocketConsumer):
         except (PermissionDenied, Http404):
             return NOT_ALLOWED, ""
         return None, render_plan_fragments(plan, user, step_keys=None if everything else steps, logs=logs, at=at)
+
+
+class InboxConsumer(PlanConsumer):
+    """The inbox, live: every committed plan change nudges it to redraw its gates, tabs and list. Only
+    users who may view plans join; the session and permission are checked again on every event."""
+
+    async def connect(self):
+        session = self.scope.get("session")
+        self.session_key = session.session_key if session is not None else None
+        refusal, fragment = await self._render_inbox()
+        if refusal:
+            await self.close(code=refusal)
+            return
+        await self.channel_layer.group_add(INBOX_GROUP, self.channel_name)
+        await self.accept()
+        # On (re)connect the inbox redraws from the current state, so nothing missed offline stays stale.
+        await self.send(text_data=fragment)
+
+    async def disconnect(self, code):
+        await self.channel_layer.group_discard(INBOX_GROUP, self.channel_name)
+
+    async def inbox_changed(self, event):
+        refusal, fragment = await self._render_inbox()
+        if refusal:
+            await self.channel_layer.group_discard(INBOX_GROUP, self.channel_name)
+            await self.close(code=refusal)
+        else:
+            await self.send(text_data=fragment)
+
+    @database_sync_to_async
+    def _render_inbox(self) -> tuple[int | None, str]:
+        user = self._current_user()
+        if user is None:
+            return SESSION_GONE, ""
+        if not user_can(user, "view"):
+            return NOT_ALLOWED, ""
+        return None, render_inbox_fragments(user)

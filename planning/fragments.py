@@ -8,6 +8,7 @@ from core.roles import user_can
 from planning.diff import changes_since_proposal
 from planning.graph import plan_graph
 from planning.models import Plan, Step
+from planning.selectors import waiting_gates
 
 
 def progress_of(steps) -> dict:
@@ -27,6 +28,13 @@ def step_controls(plan: Plan, user, authors: set[int]) -> dict:
     }
 
 
+def render_inbox_fragments(user) -> str:
+    """The live parts of the inbox: the gates waiting (for approvers) and a nudge that reloads the plan
+    list with its tab counts, keeping the tab and page the user is on."""
+    gates = list(waiting_gates()[:50]) if user_can(user, "approve") else []
+    return render_to_string("planning/_inbox_live.html", {"gates": gates, "oob": True})
+
+
 def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None) -> str:
     steps = list(plan.steps.all())
     authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
@@ -39,8 +47,8 @@ def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str 
         "at": parse_datetime(at) if at else None,
         "oob": True,
         "full": step_keys is None,
-        # The graph's nodes carry step statuses; it is redrawn whole on (re)connect, not on every event.
-        "graph": plan_graph(steps) if step_keys is None and steps else None,
+        # The graph's nodes carry step statuses, so it is redrawn whole with every change.
+        "graph": plan_graph(steps) if steps else None,
         "proposal_changes": changes_since_proposal(list(plan.revisions.select_related("author").order_by("number"))),
         **step_controls(plan, user, authors),
     }

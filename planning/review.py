@@ -9,7 +9,7 @@ from approvals.policy import four_eyes_violation
 from core.errors import ServiceError
 from core.roles import user_can
 from core.text import refuse_control_characters
-from planning import dry_runs
+from planning import broadcast, dry_runs
 from planning.models import Plan, PlanRevision
 from planning.services import StaleRevision
 
@@ -80,6 +80,7 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
             plan_id=plan.pk,
             data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000]},
         )
+        broadcast.announce(plan.pk, log=f"{actor.get_username()}: {approval.get_decision_display().lower()} (revision {plan.revision}).")
     return approval
 
 
@@ -99,6 +100,7 @@ def plan_resubmit(*, plan_id: int, actor) -> Plan:
         audit.record(
             action="plan.resubmitted", actor=actor, plan_id=plan.pk, data={"revision": plan.revision, "content_hash": plan.content_hash}
         )
+        broadcast.announce(plan.pk, log=f"Resubmitted for approval by {actor.get_username()}.")
     return plan
 
 

@@ -1,7 +1,8 @@
 from django.urls import path
 
-from planning.consumers import PlanConsumer
+from planning.consumers import InboxConsumer, PlanConsumer
 
 websocket_urlpatterns = [
     path("ws/plans/<int:plan_id>/", PlanConsumer.as_asgi()),
+    path("ws/inbox/", InboxConsumer.as_asgi()),
 ]

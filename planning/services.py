@@ -10,7 +10,7 @@ from approvals.services import plan_approvals_void
 from core import jobs, llm
 from core.errors import ServiceError
 from core.text import refuse_control_characters
-from planning import dry_runs, planner, usage
+from planning import broadcast, dry_runs, planner, usage
 from planning.code_planner import draft_code_plan
 from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
@@ -65,6 +65,7 @@ def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_ch
             plan_id=plan.pk,
             data={"goal_id": goal.pk, "text": text, "planner": planner_choice or "auto"},
         )
+        broadcast.announce(plan.pk)
         _queue_planning(plan.pk)
     return plan
 
@@ -127,6 +128,7 @@ def _planning_failed(plan_id: int, reason: str) -> Plan:
             plan.failure_reason = reason
             plan.save(update_fields=["status", "failure_reason", "updated_at"])
             audit.record(action="plan.planning_failed", plan_id=plan.pk, data={"reason": reason})
+            broadcast.announce(plan.pk, log="Planning failed.")
     return plan
 
 
@@ -144,6 +146,7 @@ def plan_retry(*, plan: Plan, actor, planner_choice: str | None = None) -> Plan:
         plan.failure_reason = ""
         plan.save(update_fields=["status", "failure_reason", "requested_planner", "updated_at"])
         audit.record(action="plan.planning_requested", actor=actor, plan_id=plan.pk, data={"planner": plan.requested_planner or "auto"})
+        broadcast.announce(plan.pk)
         _queue_planning(plan.pk)
     return plan
 
@@ -288,6 +291,7 @@ def write_revision(plan: Plan, steps: list[dict], *, author, planner: str, reaso
         planner=planner,
         reason=reason[:300],
     )
+    broadcast.announce(plan.pk, all_steps=True, log=f"Revision {plan.revision}: {reason[:300]}")
     return voided
 
 
