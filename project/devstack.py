@@ -85,6 +85,15 @@ def wait_for_port(port: int, timeout: float = 15.0, process: subprocess.Popen | 
     raise SystemExit(f"Nothing answered on port {port} within {timeout:.0f} s.")
 
 
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class Stack:
     """Child processes, each in its own process group, all stopped together."""
 
@@ -148,17 +157,22 @@ def run() -> int:
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored otherwise.
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+    # The port asked for, or a loud refusal: moving silently elsewhere leaves bookmarks and docs pointing at nothing.
+    port = int(env.get("PORT", "8000")) or free_port()
+    if not port_is_free(port):
+        print(f"Port {port} is already in use (another `make run`?). Stop that, or choose another: make run PORT=8001", file=sys.stderr)
+        return 2
     try:
         if not env.get("REDIS_URL"):
             env["REDIS_URL"] = start_embedded_redis(stack)
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
-        port = free_port(int(env.get("PORT", "8000")))
         web = stack.start(
             [str(BIN / "uvicorn"), "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
             env=env,
         )
-        stack.start(worker_command(concurrency=int(env.get("WORKER_CONCURRENCY", "4")), loglevel="INFO"), env=env)
+        worker_args = worker_command(concurrency=int(env.get("WORKER_CONCURRENCY", "4")), loglevel="INFO")
+        worker = stack.start(worker_args, env=env)
         stack.start(
             [str(BIN / "celery"), "-A", "project", "beat", "--loglevel", "WARNING", "--schedule", str(VAR / "celerybeat-schedule")], env=env
         )
@@ -170,8 +184,15 @@ def run() -> int:
         for username, role, password in DEMO_USERS:
             print(f"  {username:<6} / {password:<18} ({role})")
         print("Press Ctrl-C to stop.\n", flush=True)
-        while all(process.poll() is None for process in stack.processes):
+        while True:
             time.sleep(0.5)
+            if worker.poll() is not None and web.poll() is None:
+                # A crashed worker is restarted; the pages show a banner while it is gone.
+                print(f"The Celery worker exited with status {worker.returncode}; restarting it.", file=sys.stderr, flush=True)
+                stack.processes.remove(worker)
+                worker = stack.start(worker_args, env=env)
+            elif not all(process.poll() is None for process in stack.processes):
+                break
         stopped = next(p for p in stack.processes if p.poll() is not None)
         print(f"{Path(stopped.args[0]).name} exited with status {stopped.returncode}; stopping the rest.", file=sys.stderr)
         return 1

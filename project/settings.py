@@ -226,6 +226,8 @@ COUNTERSIGN_RECONCILE_EVERY_S = env_int("COUNTERSIGN_RECONCILE_EVERY_S", 30)
 # own time limits, so a slow LLM is not raced).
 COUNTERSIGN_QUEUED_DEADLINE_S = env_float("COUNTERSIGN_QUEUED_DEADLINE_S", 300.0)
 COUNTERSIGN_PLANNING_DEADLINE_S = env_float("COUNTERSIGN_PLANNING_DEADLINE_S", 600.0)
+# After this long a plan still drafting says "planning is taking longer than usual".
+COUNTERSIGN_PLANNING_SLOW_S = env_float("COUNTERSIGN_PLANNING_SLOW_S", 20.0)
 COUNTERSIGN_AFTERMATH_DEADLINE_S = env_float("COUNTERSIGN_AFTERMATH_DEADLINE_S", 360.0)
 # Extra modules that register tools at start-up (e.g. an organisation's own tools); comma-separated.
 COUNTERSIGN_TOOL_MODULES = env_list("COUNTERSIGN_TOOL_MODULES")

@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
 from project.api import api
-from project.views import healthz
+from project.views import favicon, healthz, system_status
 
 
 def _public(patterns):
@@ -22,6 +22,8 @@ api_patterns, app_name, namespace = api.urls
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("system-status/", system_status, name="system_status"),
+    path("favicon.ico", favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

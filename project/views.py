@@ -1,38 +1,11 @@
-import redis
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from project.celery import app as celery_app
+from project import health
 from sandbox.runner import unavailable_reason  # checked once per process, then cached
-
-
-def _database() -> str:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return "ok"
-    except Exception as error:  # noqa: BLE001 (any failure means "not ok", and its text is the diagnosis)
-        return f"error: {type(error).__name__}"
-
-
-def _redis() -> str:
-    try:
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1).ping()
-        return "ok"
-    except redis.RedisError as error:
-        return f"error: {type(error).__name__}"
-
-
-def _workers() -> tuple[str, int]:
-    try:
-        replies = celery_app.control.ping(timeout=0.5)
-    except Exception as error:  # noqa: BLE001 (broker down surfaces as many exception types)
-        return f"error: {type(error).__name__}", 0
-    return ("ok" if replies else "error: no worker answered"), len(replies or [])
 
 
 @login_not_required
@@ -43,8 +16,8 @@ def healthz(request):
     `sandbox` says whether this host's kernel lets code plans run; it is reported, not counted in the
     status: everything else still works without code plans, and a load balancer that took the host out
     for it would stop those too."""
-    database, redis_state = _database(), _redis()
-    workers, count = _workers() if redis_state == "ok" else ("error: redis unavailable", 0)
+    database, redis_state = health.database(), health.redis_state()
+    workers, count = health.workers() if redis_state == "ok" else ("error: redis unavailable", 0)
     ok = database == redis_state == workers == "ok"
     reason = unavailable_reason()
     body = {
@@ -56,3 +29,22 @@ def healthz(request):
         "sandbox": "ok" if reason is None else f"code plans unavailable: {reason}",
     }
     return JsonResponse(body, status=200 if ok else 503)
+
+
+@never_cache
+@require_GET
+def system_status(request) -> HttpResponse:
+    """The banner every page polls: empty when all is well."""
+    return render(request, "_system_status.html", {"problem": health.system_problem()})
+
+
+@login_not_required
+@require_GET
+def favicon(request) -> HttpResponse:
+    return HttpResponse(FAVICON, content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
+
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#1d4ed8"/>'
+    '<path d="M9 17l5 5 9-12" stroke="#fff" stroke-width="3.5" fill="none" stroke-linecap="round" stroke-linejoin="round"/></svg>'
+)

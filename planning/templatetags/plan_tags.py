@@ -3,6 +3,8 @@ import keyword
 import re
 
 from django import template
+from django.conf import settings
+from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
@@ -23,6 +25,12 @@ def get_issues(issues: dict, key: str) -> list:
 def changes_of(proposal_changes: list, key: str):
     """One step's entry in the changes since the planner's proposal, or None."""
     return next((entry for entry in proposal_changes or () if entry.step == key), None)
+
+
+@register.filter
+def planning_is_slow(plan) -> bool:
+    """The plan has been drafting for longer than drafting usually takes."""
+    return (timezone.now() - plan.updated_at).total_seconds() > settings.COUNTERSIGN_PLANNING_SLOW_S
 
 
 @register.filter
