@@ -51,7 +51,8 @@ def audit_events(*, plan=None, actor=None, action=None, risk=None, since=None, u
 
 def facets() -> dict:
     return {
-        "actions": sorted(AuditEvent.objects.values_list("action", flat=True).distinct()),
+        # order_by clears the model's ordering by seq, which would otherwise make every event distinct.
+        "actions": list(AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct()),
         "actors": sorted(set(AuditEvent.objects.values_list("actor_name", flat=True).distinct()) | {"system"}),
     }
 

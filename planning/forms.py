@@ -9,9 +9,9 @@ NO_LLM = "No LLM is configured on this server, so plans come from stored playboo
 
 
 class GoalForm(forms.Form):
+    # No maxlength in the page: the browser would cut a pasted goal silently; the server refuses it visibly.
     text = forms.CharField(
         label="Goal",
-        max_length=MAX_GOAL_CHARS,
         widget=forms.Textarea(
             attrs={"rows": 3, "placeholder": "e.g. Check open ticket count against the SLA and notify the on-call engineer if breached"}
         ),
@@ -34,6 +34,14 @@ class GoalForm(forms.Form):
         self.fields["planner"].choices = choices
 
     unavailable = ""
+
+    def clean_text(self):
+        text = self.cleaned_data["text"].strip()
+        if len(text) > MAX_GOAL_CHARS:
+            raise forms.ValidationError(
+                f"This goal is {len(text):,} characters; a goal can be at most {MAX_GOAL_CHARS:,}. Shorten it: nothing was cut or submitted."
+            )
+        return text
 
 
 class RetryForm(forms.Form):
