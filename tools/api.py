@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from pydantic import Field
 
 from core.roles import user_can
@@ -134,7 +134,7 @@ def list_sources(request):
 def add_source(request, payload: SourceIn):
     _admin(request)
     source, report = services.tool_source_create(actor=request.user, **payload.dict())
-    return 201, {"source": source_out(source), "sync": report.as_dict() if report else None}
+    return Status(201, {"source": source_out(source), "sync": report.as_dict() if report else None})
 
 
 @router.post("/tool-sources/{name}/sync", response={200: SyncOut, 403: Error, 404: Error, 502: Error}, summary="Sync a tool source")

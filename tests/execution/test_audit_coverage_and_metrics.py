@@ -13,6 +13,7 @@ from planning.models import Goal, Plan, PlanRevision, Step
 from project.api import api
 from tests.conftest import make_user
 from tests.fixtures.plans import approved_plan, step
+from tests.tools_sources.conftest import DESK, ROOT, add_source
 
 READ_ONLY_POSTS = {("post", "/api/audit/verify"): "checks a head against the chain; changes nothing"}
 
@@ -112,7 +113,27 @@ def scenarios(people):
             f"/api/plans/{plan.pk}/budget", {"usd": 2.5, "reason": "a larger goal"}, headers=token(bob), **json_post
         ), "plan.budget_raised"
 
+    root = make_user("root", None)
+    root.is_superuser = root.is_staff = True
+    root.save()
+
+    def add_tool_source():
+        body = {"name": "walkdesk", "stdio": DESK, "cwd": str(ROOT), "trusted": True}
+        return Client().post("/api/tool-sources", body, headers=token(root), **json_post), "tool_source.added", "root"
+
+    def sync_tool_source():
+        add_source("syncdesk", stdio=DESK, trusted=True)
+        return Client().post("/api/tool-sources/syncdesk/sync", headers=token(root)), "tool_source.synced", "root"
+
+    def override_tool():
+        add_source("overdesk", stdio=DESK, trusted=True)
+        body = {"risk": "high", "reason": "we treat every ticket change as irreversible"}
+        return Client().patch("/api/tools/overdesk.read_ticket", body, headers=token(root), **json_post), "tool.overridden", "root"
+
     return {
+        ("post", "/api/tool-sources"): add_tool_source,
+        ("post", "/api/tool-sources/{name}/sync"): sync_tool_source,
+        ("patch", "/api/tools/{tool_name}"): override_tool,
         ("post", "/api/goals"): goals,
         ("post", "/api/plans/{plan_id}/steps"): add_step,
         ("patch", "/api/plans/{plan_id}/steps/{key}"): patch_step,
@@ -137,13 +158,12 @@ def test_every_state_changing_api_route_writes_its_audit_event(people):
     assert changing - set(READ_ONLY_POSTS) == set(walks), "a new state-changing route needs an audit scenario here"
     for route, walk in walks.items():
         before = AuditEvent.objects.count()
-        response, action = walk()
+        response, action, *named_actor = walk()
         assert response.status_code in {200, 201, 202}, (route, response.status_code, response.content[:300])
         new = list(AuditEvent.objects.filter(seq__gt=before).values_list("action", "actor_name"))
-        assert (
-            action,
-            "bob" if action.startswith(("plan.approved", "plan.rejected", "plan.changes", "plan.budget", "gate.")) else "alice",
-        ) in new, (
+        approver_actions = ("plan.approved", "plan.rejected", "plan.changes", "plan.budget", "gate.")
+        actor = named_actor[0] if named_actor else "bob" if action.startswith(approver_actions) else "alice"
+        assert (action, actor) in new, (
             route,
             new,
         )
