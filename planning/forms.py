@@ -137,7 +137,8 @@ class CodeStepForm(forms.Form):
 
 
 class ImportForm(forms.Form):
-    name = forms.SlugField(label="Table", max_length=50)
+    # An existing table's name adds to (or, with "replace", replaces) its rows; a new name creates the table.
+    name = forms.SlugField(label="Table", max_length=50, widget=forms.TextInput(attrs={"list": "existing-tables"}))
     key_field = forms.CharField(label="Key field", max_length=50, help_text="The field that identifies a row, e.g. item_id")
     file_format = forms.ChoiceField(label="Format", choices=[("csv", "CSV with a header line"), ("json", "JSON list of objects")])
     file = forms.FileField()

@@ -19,10 +19,7 @@ def _may_view(user) -> bool:
     return user.has_perm("planning.view_plan")
 
 
-@require_GET
-def tables(request):
-    if not _may_view(request.user):
-        raise PermissionDenied("You may not view the data tables.")
+def _tables_context(request, *, form=None) -> dict:
     chosen = request.GET.get("table")
     all_tables = list(DataTable.objects.order_by("name"))
     current = next((t for t in all_tables if t.name == chosen), all_tables[0] if all_tables else None)
@@ -36,11 +33,25 @@ def tables(request):
         "history": DryRun.objects.exclude(status=DryRun.Status.PROPOSED)
         .exclude(status=DryRun.Status.SUPERSEDED)
         .order_by("-created_at")[:30],
-        "form": ImportForm(),
+        "form": form or ImportForm(),
         "can_import": request.user.has_perm("sandbox.add_datarow"),
         "code_plans_unavailable": unavailable_reason(),
     }
-    return render(request, "sandbox/tables.html", context)
+    return context
+
+
+@require_GET
+def tables(request):
+    if not _may_view(request.user):
+        raise PermissionDenied("You may not view the data tables.")
+    return render(request, "sandbox/tables.html", _tables_context(request))
+
+
+def _import_refused(request, form: ImportForm, message: str | None = None):
+    """The page again with the form as it was sent (a file input cannot be refilled; the rest is kept)."""
+    if message:
+        form.add_error(None, message)
+    return render(request, "sandbox/tables.html", _tables_context(request, form=form), status=422)
 
 
 @require_POST
@@ -49,8 +60,7 @@ def table_import(request):
         raise PermissionDenied("Only administrators can import data.")
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
-        messages.error(request, "Check the import form: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
-        return redirect("tables")
+        return _import_refused(request, form)
     data = form.cleaned_data
     try:
         content = data["file"].read(5_000_001).decode("utf-8")
@@ -62,7 +72,8 @@ def table_import(request):
             )
             audit.record(action="table.imported", actor=request.user, data={"table": table.name, "rows": count, "replace": data["replace"]})
     except (services.ImportProblem, UnicodeDecodeError) as problem:
-        messages.error(request, str(problem) if isinstance(problem, services.ImportProblem) else "The file is not UTF-8 text.")
-        return redirect("tables")
-    messages.success(request, f"Imported {count} rows into {table.name}.")
+        return _import_refused(
+            request, form, str(problem) if isinstance(problem, services.ImportProblem) else "The file is not UTF-8 text."
+        )
+    messages.success(request, f"Imported {count} row{'' if count == 1 else 's'} into {table.name}.")
     return redirect(f"/tables/?table={table.name}")
