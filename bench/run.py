@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def bench_database_url() -> str:
 def prepare_environment() -> None:
     os.environ["DATABASE_URL"] = bench_database_url()
     os.environ.setdefault("SECRET_KEY", "bench-only-countersign-secret-key-0123456789abcdefghijklmnop")
-    os.environ["COUNTERSIGN_TOOL_MODULES"] = "tests.tools"
+    os.environ["COUNTERSIGN_TOOL_MODULES"] = "tests.tools,tests.faults.tools"
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
     os.environ["COUNTERSIGN_MAX_STEPS"] = "600"
     os.environ["ALLOWED_HOSTS"] = "localhost,127.0.0.1,testserver"
@@ -379,6 +380,97 @@ def bench_load(procs: Processes) -> dict:
     }
 
 
+def bench_soak(procs: Processes, *, plans_count: int = 200, steps_per_plan: int = 10, kill_every_s: float = 4.0) -> dict:
+    """Plans of idempotent reads and non-idempotent effects run on two workers while one of them is
+    SIGKILLed (its whole process group, mid-task) every few seconds and started again, as a supervisor
+    would. The reconciler (called here once a second, as beat would) must leave no plan stranded: each
+    ends finished or waits for a person (an interrupted effect), and no effect ever happens twice."""
+    from collections import Counter
+
+    from django.conf import settings
+
+    from approvals import audit
+    from approvals.models import AuditEvent
+    from execution import engine, reconcile
+    from planning.models import Plan, Step
+    from tests.tools import effects
+
+    # Short deadlines so recovery is measured in seconds: the workers read them from the environment.
+    fast = {"COUNTERSIGN_DEADLINE_GRACE_S": "2", "COUNTERSIGN_QUEUED_DEADLINE_S": "6", "COUNTERSIGN_AFTERMATH_DEADLINE_S": "10"}
+    os.environ.update(fast)
+    settings.COUNTERSIGN_DEADLINE_GRACE_S, settings.COUNTERSIGN_QUEUED_DEADLINE_S = 2, 6.0
+    settings.COUNTERSIGN_AFTERMATH_DEADLINE_S = 10.0
+
+    def plan_steps(n: int) -> list[dict]:
+        kinds = [("fault_read", {"value": i}) if i % 2 else ("fault_effect", {"label": f"soak-{n}-{i}"}) for i in range(steps_per_plan)]
+        # two parallel chains joined at the end, so kills land on running, queued and dispatching steps
+        return [step(f"s{i}", tool, args, depends_on=[f"s{i - 2}"] if i >= 2 else ()) for i, (tool, args) in enumerate(kinds)]
+
+    plans = [make_plan(plan_steps(n), f"soak {n}") for n in range(plans_count)]
+    ids = [plan.pk for plan in plans]
+    alice = people()[0]
+    workers = {name: procs.worker(name, concurrency=2) for name in ("soak-a", "soak-b")}
+    kills: list[float] = []
+    started = time.monotonic()
+    for plan in plans:
+        engine.plan_run(plan_id=plan.pk, actor=alice)
+
+    def settled() -> set[int]:
+        done = set(
+            Plan.objects.filter(pk__in=ids, status__in=[Plan.Status.SUCCEEDED, Plan.Status.FAILED])
+            .exclude(answer_text="")
+            .values_list("pk", flat=True)
+        )
+        waiting = set(Step.objects.filter(plan_id__in=ids, status=Step.Status.INTERRUPTED).values_list("plan_id", flat=True))
+        return done | waiting
+
+    victim = 0
+    last_kill = time.monotonic()
+    deadline = started + 900
+    try:
+        while time.monotonic() < deadline and len(settled()) < len(ids):
+            if time.monotonic() - last_kill >= kill_every_s and time.monotonic() - started < 240:
+                name = ("soak-a", "soak-b")[victim % 2]
+                victim += 1
+                os.killpg(workers[name].pid, signal.SIGKILL)
+                workers[name].wait()
+                procs.running.remove(workers[name])
+                kills.append(time.time())
+                workers[name] = procs.worker(name, concurrency=2)
+                last_kill = time.monotonic()
+            reconcile.reconcile()
+            time.sleep(1.0)
+    finally:
+        for worker in workers.values():
+            procs.stop(worker)
+        for key in fast:
+            os.environ.pop(key, None)
+    elapsed = time.monotonic() - started
+    done = settled()
+    counts = Counter(effect["label"] for effect in effects() if effect["label"].startswith("soak-"))
+    recoveries = []
+    for event in AuditEvent.objects.filter(plan_id__in=ids, action__in=["step.requeued", "step.interrupted", "plan.aftermath_requeued"]):
+        before = [k for k in kills if k <= event.created_at.timestamp()]
+        if before:
+            recoveries.append(event.created_at.timestamp() - before[-1])
+    waiting = Step.objects.filter(plan_id__in=ids, status=Step.Status.INTERRUPTED).values("plan_id").distinct().count()
+    return {
+        "plans": plans_count,
+        "steps": plans_count * steps_per_plan,
+        "worker_kills": len(kills),
+        "finished_plans": Plan.objects.filter(pk__in=ids, status__in=[Plan.Status.SUCCEEDED, Plan.Status.FAILED]).count(),
+        "waiting_for_a_person": waiting,
+        "stranded": len(ids) - len(done),
+        "repeated_side_effects": sum(1 for n in counts.values() if n > 1),
+        "recoveries": len(recoveries),
+        "recovery_p95_s": round(pct(recoveries, 0.95), 1) if recoveries else None,
+        "wall_s": round(elapsed, 1),
+        "audit_chain_ok": audit.verify()["ok"],
+        "goal": "0 stranded, 0 repeated",
+        "met": len(ids) == len(done) and all(n == 1 for n in counts.values()),
+    }
+
+
 def machine() -> dict:
     cpu = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
@@ -417,6 +509,7 @@ def main() -> int:
         ("playbooks", bench_playbooks),
         ("sandbox", bench_sandbox),
         ("load", lambda: bench_load(procs)),
+        ("soak", lambda: bench_soak(procs)),
     ]
     only = set(sys.argv[1:])
     try:
