@@ -117,8 +117,11 @@ class FaultWorker:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"The fault worker exited while starting:\n{log.read_text()}")
-            if any(expected in reply for reply in self.app.control.ping(destination=[expected], timeout=0.5)):
-                return self
+            try:
+                if any(expected in reply for reply in self.app.control.ping(destination=[expected], timeout=0.5)):
+                    return self
+            except redis.exceptions.ConnectionError:
+                continue  # a pooled connection to the broker before its restart; the next one is fresh
         raise RuntimeError(f"The fault worker did not answer a ping in 60 s:\n{log.read_text()}")
 
     def kill(self) -> None:
@@ -130,6 +133,10 @@ class FaultWorker:
     def restart(self) -> "FaultWorker":
         self.kill()
         return self.start()
+
+    def running(self) -> "FaultWorker":
+        """Start it again if it died, as a supervisor (systemd, Kubernetes) would."""
+        return self if self.process and self.process.poll() is None else self.start()
 
     def fired(self) -> bool:
         return self.marker.exists()
