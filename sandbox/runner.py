@@ -169,9 +169,11 @@ class Outcome:
     exit: int | None
 
 
-def _cold_run(payload: dict, timeout_s: float) -> Outcome:
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-B", str(CHILD)],
+def _spawn_child(*args: str) -> subprocess.Popen:
+    """The child interpreter, cold run or template alike: isolated mode, an empty environment, no
+    inherited descriptors but its pipes, its own session (so a kill reaches its whole group)."""
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", "-B", str(CHILD), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -180,6 +182,10 @@ def _cold_run(payload: dict, timeout_s: float) -> Outcome:
         start_new_session=True,
         close_fds=True,
     )
+
+
+def _cold_run(payload: dict, timeout_s: float) -> Outcome:
+    process = _spawn_child()
     try:
         process.stdin.write(json.dumps(payload, default=str).encode())
         process.stdin.close()
@@ -265,16 +271,7 @@ class Template:
         self.lock = threading.Lock()
         self.ready = False
         config = json.dumps({"paths": PATHS, "modules": sorted(policy.ALLOWED_IMPORTS)})
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(CHILD), "--template", config],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
-            cwd="/",
-            start_new_session=True,
-            close_fds=True,
-        )
+        self.process = _spawn_child("--template", config)
 
     def alive(self) -> bool:
         return self.process.poll() is None
