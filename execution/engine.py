@@ -13,13 +13,13 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from approvals import audit
-from approvals.policy import needs_runtime_gate
 from core import jobs
 from core.canonical import sha256_of
 from core.errors import ServiceError
 from execution import code_apply
 from execution.failpoints import failpoint
 from execution.outcome import outcome_of
+from execution.policy_gates import gate_required
 from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step_finish, step_transition
 from planning import broadcast, dry_runs
 from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
@@ -198,7 +198,7 @@ def _prepare(plan: Plan, step: Step, outputs: dict) -> None:
         step_finish(step, S.FAILED, error="Resolved arguments do not fit the tool: " + "; ".join(readable_validation_errors(error)))
         return
     step.resolved_args = resolved
-    if needs_runtime_gate(registry.risk_of(step.tool)):
+    if gate_required(plan, step):
         gate_open(plan, step)
         return
     step_enqueue(step)

@@ -11,7 +11,7 @@ from django_htmx.middleware import HtmxDetails
 
 from core.errors import ServiceError
 from core.roles import user_can
-from planning import dry_runs, review, selectors, services
+from planning import approval_rules, dry_runs, review, selectors, services
 from planning.forms import CodeStepForm, DecisionForm, PlaybookForm, RetryForm, StepForm
 from planning.fragments import progress_of, step_controls
 from planning.graph import plan_graph
@@ -57,6 +57,7 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         "proposal_changes": selectors.proposal_changes(plan),
         "changes_request": review.changes_request(plan),
         **step_controls(plan, request.user, authors),
+        **approval_rules.page_context(plan, steps, request.user, dry_runs.approval_hash(plan, dry_run)),
     }
     if can_edit:
         context["add_form"] = step_form(plan, steps, key=None)

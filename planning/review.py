@@ -9,7 +9,7 @@ from approvals.policy import four_eyes_violation
 from core.errors import ServiceError
 from core.roles import user_can
 from core.text import refuse_control_characters
-from planning import broadcast, dry_runs
+from planning import approval_rules, broadcast, dry_runs
 from planning.models import Plan, PlanRevision
 from planning.services import StaleRevision
 
@@ -58,6 +58,9 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
         code_blocker = dry_runs.dry_run_blocker(plan, dry_run)
         if code_blocker and decision == Approval.Decision.APPROVED:
             raise ServiceError(code_blocker, status=409)
+        refusal = approval_rules.approval_refusal(plan=plan, user=actor, expected_hash=expected) if decision == "approved" else None
+        if refusal:
+            raise ServiceError(refusal, status=403)
         approval = Approval.objects.create(
             plan=plan,
             kind=Approval.Kind.PLAN,
@@ -67,8 +70,9 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
             revision=plan.revision,
             content_hash=expected,
         )
+        policy_outcome = approval_rules.decision_outcome(plan, expected) if decision == "approved" else {}
         if decision == Approval.Decision.APPROVED:
-            plan.status = Plan.Status.APPROVED
+            plan.status = Plan.Status.APPROVED if policy_outcome["complete"] else plan.status
         elif decision == Approval.Decision.REJECTED:
             plan.status = Plan.Status.REJECTED
         else:
@@ -78,7 +82,7 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
             action=DECISION_ACTIONS[decision],
             actor=actor,
             plan_id=plan.pk,
-            data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000]},
+            data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000], **policy_outcome},
         )
         broadcast.announce(plan.pk, log=f"{actor.get_username()}: {approval.get_decision_display().lower()} (revision {plan.revision}).")
     return approval
@@ -120,15 +124,6 @@ def valid_plan_approval(plan: Plan) -> Approval | None:
     """The approval that covers the plan's current content, if any (not voided, same hash and revision;
     for code plans the hash also covers the dry run's diff)."""
     expected = dry_runs.approval_hash(plan, dry_runs.current_dry_run(plan))
-    return (
-        Approval.objects.filter(
-            plan=plan,
-            kind=Approval.Kind.PLAN,
-            decision=Approval.Decision.APPROVED,
-            voided_at__isnull=True,
-            content_hash=expected,
-            revision=plan.revision,
-        )
-        .order_by("-created_at")
-        .first()
-    )
+    latest = approval_rules.valid_approvals(plan, expected).order_by("-created_at").first()
+    # M-of-N: one approval covers the plan only once the policies' required approvers have all signed.
+    return latest if latest is not None and approval_rules.approval_progress(plan, expected).complete else None

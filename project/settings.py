@@ -205,6 +205,12 @@ COUNTERSIGN_HTTP_TIMEOUT_S = env_float("COUNTERSIGN_HTTP_TIMEOUT_S", 10.0)
 COUNTERSIGN_ONCALL_FROM = os.environ.get("COUNTERSIGN_ONCALL_FROM", DEFAULT_FROM_EMAIL)
 # API bearer tokens expire this many days after they are issued (`issue_token --days` overrides it).
 COUNTERSIGN_TOKEN_DAYS = env_int("COUNTERSIGN_TOKEN_DAYS", 90)
+# Approval policies (Cedar files, checked at start-up; README "Policy files"). Deadlines in seconds, 0 = none.
+COUNTERSIGN_POLICY_DIR = os.environ.get("COUNTERSIGN_POLICY_DIR", str(BASE_DIR / "approvals" / "policies"))
+COUNTERSIGN_APPROVAL_DEADLINE_S = env_int("COUNTERSIGN_APPROVAL_DEADLINE_S", 0)
+COUNTERSIGN_GATE_DEADLINE_S = env_int("COUNTERSIGN_GATE_DEADLINE_S", 0)
+COUNTERSIGN_ESCALATION_GROUP = os.environ.get("COUNTERSIGN_ESCALATION_GROUP", "admin")
+COUNTERSIGN_SITE_URL = os.environ.get("COUNTERSIGN_SITE_URL", "http://localhost:8000")
 
 LOGGING = {
     "version": 1,
