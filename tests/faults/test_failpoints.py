@@ -37,6 +37,18 @@ def mixed_plan(people) -> Plan:
     )
 
 
+def chain_plan(people) -> Plan:
+    """One chain, so no parallel branch's dispatch can cover for a lost one."""
+    return approved_plan(
+        people,
+        [
+            step("read", "fault_read", {"value": 1}),
+            step("act", "fault_effect", {"label": "pay-a"}, depends_on=["read"]),
+            step("after", "fault_read", {"value": 2}, depends_on=["act"]),
+        ],
+    )
+
+
 def failing_plan(people) -> Plan:
     return approved_plan(people, [step("act", "fault_effect", {"label": "pay-a"}), step("broken", "fault_fail", depends_on=["act"])])
 
@@ -87,7 +99,7 @@ def test_a_worker_crashing_mid_step_leaves_no_plan_stranded_and_no_effect_repeat
 
 @pytest.mark.parametrize("point", WORKER_POINTS)
 def test_a_database_drop_mid_step_leaves_no_plan_stranded_and_no_effect_repeated(point, people, fault_worker):
-    plan = mixed_plan(people)
+    plan = chain_plan(people)
     fault_worker.start(f"{point}=db_drop")
     engine.plan_run(plan_id=plan.pk, actor=people[0])
     wait_until(fault_worker.fired, timeout=30, message=f"the worker to reach {point}")
