@@ -7,6 +7,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, django_auth
 
 from approvals.api import router as audit_router
+from approvals.policy_api import router as policy_router
 from approvals.tokens import token_authenticate
 from core.errors import ServiceError
 from execution.api import router as execution_router
@@ -28,6 +29,7 @@ api.add_router("/", tools_router)
 api.add_router("/", planning_router)
 api.add_router("/", execution_router)
 api.add_router("/", audit_router)
+api.add_router("/", policy_router)
 
 
 @api.exception_handler(ServiceError)
