@@ -139,7 +139,14 @@ def scenarios(people):
         grant = grants.grant_create(actor=bob, tool="noop", predicate={}, max_uses=1)
         return Client().delete(f"/api/grants/{grant.pk}", headers=token(bob)), "grant.revoked", "bob"
 
+    def batch():
+        plan = approved_plan(people, [step("g", "high_effect", {"label": "batch walk"})])
+        engine.plan_run(plan_id=plan.pk, actor=alice)
+        body = [{"plan_id": plan.pk, "step_key": "g", "gate_hash": plan.steps.get(key="g").gate_hash, "approve": True}]
+        return Client().post("/api/gates/decisions", body, headers=token(bob), **json_post), "gate.approved"
+
     return {
+        ("post", "/api/gates/decisions"): batch,
         ("post", "/api/grants"): create_grant,
         ("delete", "/api/grants/{grant_id}"): revoke_grant,
         ("post", "/api/tool-sources"): add_tool_source,
