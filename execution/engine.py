@@ -19,7 +19,7 @@ from core.errors import ServiceError
 from execution import code_apply
 from execution.failpoints import failpoint
 from execution.outcome import outcome_of
-from execution.policy_gates import gate_decided_by_grant, gate_required
+from execution.policy_gates import gate_required
 from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step_finish, step_transition
 from planning import broadcast, dry_runs
 from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
@@ -200,8 +200,6 @@ def _prepare(plan: Plan, step: Step, outputs: dict) -> None:
     step.resolved_args = resolved
     if gate_required(plan, step):
         gate_open(plan, step)
-        if gate_decided_by_grant(plan, step):
-            step_enqueue(step)
         return
     step_enqueue(step)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Min, Sum
 
-from approvals.models import Approval, AuditEvent
+from approvals.models import Approval
 from core import llm
 from planning.diff import diff_contents
 from planning.models import FINISHED_STATUSES, LlmCall, Plan, PlanRevision, Step
@@ -50,7 +50,6 @@ class Summary:
     tokens_per_plan: float | None
     cost_usd: float
     cost_per_plan_usd: float | None
-    gates_expired: int = 0
 
 
 def llm_totals(plans: list[Plan]) -> tuple[int, int, int, float]:
@@ -149,5 +148,4 @@ def summary(*, since=None, until=None) -> Summary:
         tokens_per_plan=(tokens_in + tokens_out) / len(plans) if plans else None,
         cost_usd=round(cost, 6),
         cost_per_plan_usd=round(cost / len(plans), 6) if plans else None,
-        gates_expired=AuditEvent.objects.filter(action="gate.expired", plan_id__in=ids).count(),
     )

@@ -2,7 +2,7 @@
 approvals a revision still needs (M-of-N), and why a person may not approve it."""
 
 from approvals import policies
-from approvals.models import Approval, AuditEvent
+from approvals.models import Approval
 from planning.models import Plan, Step
 from tools.amounts import estimated_amount
 from tools.registry import registry
@@ -127,11 +127,8 @@ def page_context(plan: Plan, steps, user, expected_hash: str) -> dict:
     """The plan page's view of the policies: per step what applied and why, the approvals so far, and
     what stops this user from approving."""
     verdicts = plan_verdicts(plan, steps, user=user)
-    granted = dict(
-        AuditEvent.objects.filter(plan_id=plan.pk, action="gate.approved_by_grant").order_by("seq").values_list("step_key", "data__reason")
-    )
     for step in steps:
-        step.policy_verdict, step.grant_decision = verdicts.get(step.key), granted.get(step.key)
+        step.policy_verdict = verdicts.get(step.key)
     context = {"step_policies": verdicts, "approval_progress": approval_progress(plan, expected_hash, verdicts)}
     if plan.status == Plan.Status.AWAITING_APPROVAL and user.is_authenticated:
         context["policy_refusal"] = approval_refusal(plan=plan, user=user, expected_hash=expected_hash)

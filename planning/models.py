@@ -45,8 +45,6 @@ class Plan(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         SUPERSEDED = "superseded", "Superseded"
-        # Nobody decided before the final approval deadline (issue 16): never recorded as a rejection.
-        EXPIRED = "expired", "Expired"
 
     class Planner(models.TextChoices):
         LLM = "llm", "LLM"
