@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import ApiToken, Approval, AuditEvent
+from .models import ApiToken, Approval, AuditEvent, StandingGrant, WebhookDelivery, WebhookEndpoint
 
 
 @admin.register(Approval)
@@ -31,3 +31,20 @@ class AuditEventAdmin(admin.ModelAdmin):
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "created_at", "expires_at", "last_used_at", "revoked_at"]
     readonly_fields = ["digest"]
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "url", "body_format", "active", "created_at")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ("event", "endpoint", "attempts", "status_code", "delivered_at", "failed_at", "created_at")
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
+
+
+@admin.register(StandingGrant)
+class StandingGrantAdmin(admin.ModelAdmin):
+    list_display = ("pk", "tool", "max_uses", "uses", "expires_at", "created_by", "revoked_at")
+    readonly_fields = ("uses", "created_by", "revoked_at", "revoked_by")

@@ -4,12 +4,12 @@ import hashlib
 import hmac
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.canonical import json_as_stored, sha256_of
 
+from . import notifications
 from .models import AuditEvent, AuditHead
 
 SYSTEM_ACTOR = "system"
@@ -30,6 +30,14 @@ def event_hash(*, seq: int, created_at: str, actor_name: str, action: str, plan_
     )
 
 
+def _advance_head() -> AuditHead | None:
+    table = connection.ops.quote_name(AuditHead._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")  # noqa: S608 - our table name
+        row = cursor.fetchone()
+    return AuditHead(pk=1, seq=row[0], hash=row[1]) if row else None
+
+
 def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str = "", data: dict | None = None) -> AuditEvent:
     """Append one event. Runs inside the caller's transaction, so the event commits or rolls back with
     the change it describes. `data` is stored, and hashed, as jsonb will give it back (numbers
@@ -39,10 +47,11 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
     with transaction.atomic():
         # Updating the head row first takes its row lock (PostgreSQL) or the write lock (SQLite) before
         # anything is read, so concurrent writers line up and the chain never forks.
-        if not AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1):
+        # One round trip: advance the sequence and read the tip (RETURNING: PostgreSQL, SQLite >= 3.35).
+        head = _advance_head()
+        if head is None:
             AuditHead.objects.get_or_create(pk=1)
-            AuditHead.objects.filter(pk=1).update(seq=F("seq") + 1)
-        head = AuditHead.objects.get(pk=1)
+            head = _advance_head()
         created_at = timezone.now()
         digest = event_hash(
             seq=head.seq,
@@ -67,6 +76,7 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
             hash=digest,
         )
         AuditHead.objects.filter(pk=1).update(hash=digest)
+        notifications.on_audit_event(event)
     return event
 
 

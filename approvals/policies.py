@@ -8,7 +8,8 @@ start-up. Cedar answers allow or deny; Countersign reads what a matching policy 
 - `permit` on `approve_plan` with `@approvals("N")` and optionally `@groups("finance,legal")`: N distinct
   approvers (from those groups) must countersign the same content;
 - `permit` on `run_step` with `@gate("required")`: the step waits at a runtime gate (HIGH always does);
-- `forbid` on `decide_gate`: the gate cannot be approved (by this principal), with its reason.
+- `forbid` on `decide_gate`: the gate cannot be approved (by this principal), with its reason;
+- `permit` on `decide_gate` with `@groups(...)`: only members of those groups may approve the gate.
 
 A file whose first line is `// mode: shadow` is evaluated and reported, never enforced. This module gets
 plain data (StepFacts) from the apps above it and imports none of them.
@@ -84,6 +85,8 @@ class StepFacts:
     args: dict
     resolved: bool = False
     amount: float | None = None
+    # An argument or the condition reads data from an untrusted source (planning/provenance.py).
+    untrusted_input: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class StepVerdict:
     requirements: list[Requirement] = field(default_factory=list)
     gate_required: bool = False
     gate_reasons: list[str] = field(default_factory=list)
+    gate_groups: set[str] = field(default_factory=set)
     applied: list[Applied] = field(default_factory=list)
 
     @property
@@ -254,6 +258,7 @@ def _entities(facts: list[StepFacts], principal: str, groups: set[str]) -> list[
             "risk": fact.risk,
             "requester": fact.requester,
             "resolved": fact.resolved,
+            "untrusted_input": fact.untrusted_input,
         }
         if fact.amount is not None:
             attrs["amount"] = math.ceil(fact.amount)
@@ -296,6 +301,8 @@ def _apply(verdict: StepVerdict, rule: Rule, action: str) -> None:
         verdict.denials.append(applied)
     elif rule.effect == "forbid" and action == "decide_gate":
         verdict.gate_denials.append(applied)
+    elif action == "decide_gate" and rule.groups:
+        verdict.gate_groups.update(rule.groups)
     elif action == "approve_plan" and rule.approvals:
         verdict.requirements.append(Requirement(rule.approvals, rule.groups, rule.name, rule.reason))
     elif action == "run_step" and rule.annotations.get("gate") == "required":

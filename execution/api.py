@@ -26,6 +26,9 @@ class GateOut(Schema):
     risk: str
     gate_hash: str
     goal: str
+    # {argument: [{step, path, tool, trusted, detail}]}: where each value came from, first the output it
+    # reads, then what fed that output; an untrusted entry means open-world data chose the value.
+    provenance: dict[str, list[dict]] = {}
 
 
 class GateDecisionIn(Schema):
@@ -33,6 +36,7 @@ class GateDecisionIn(Schema):
     comment: str = ""
     # Required: the decision binds to the resolved arguments the approver saw (GET /api/gates).
     gate_hash: str = Field(min_length=1, max_length=64, description="The gate_hash of the waiting step, from GET /api/gates")
+    args: dict | None = Field(None, description="Edit and approve: the corrected arguments (same tool); needs approve=true")
 
 
 class Accepted(Schema):
@@ -75,6 +79,7 @@ def list_gates(request, status: Literal["pending"] = "pending"):
             "risk": s.risk,
             "gate_hash": s.gate_hash,
             "goal": s.plan.goal.text,
+            "provenance": s.provenance or {},
         }
         for s in waiting_gates()
     ]
@@ -89,7 +94,13 @@ def answer_gate(request, plan_id: int, key: str, payload: GateDecisionIn):
     get_plan_for_user(request.user, plan_id, need="approve")
     try:
         gates.gate_answer(
-            plan_id=plan_id, key=key, actor=request.user, approve=payload.approve, comment=payload.comment, gate_hash=payload.gate_hash
+            plan_id=plan_id,
+            key=key,
+            actor=request.user,
+            approve=payload.approve,
+            comment=payload.comment,
+            gate_hash=payload.gate_hash,
+            args=payload.args,
         )
     except ServiceError as error:
         return error_response(error)

@@ -19,16 +19,29 @@ from core.errors import ServiceError
 from execution import code_apply
 from execution.failpoints import failpoint
 from execution.outcome import outcome_of
-from execution.policy_gates import gate_required
+from execution.policy_gates import gate_decided_by_grant, gate_required
 from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step_finish, step_transition
 from planning import broadcast, dry_runs
 from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
 from planning.models import Plan, Step, content_hash_of
+from planning.provenance import step_provenance
 from planning.review import valid_plan_approval
 from tools.registry import readable_validation_errors, registry
 from tools.selectors import definition_change
 
-RUN_RESET_FIELDS = ["status", "output", "error", "note", "resolved_args", "gate_hash", "queued_at", "started_at", "finished_at", "deadline"]
+RUN_RESET_FIELDS = [
+    "status",
+    "output",
+    "error",
+    "note",
+    "resolved_args",
+    "provenance",
+    "gate_hash",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "deadline",
+]
 
 
 def tool_timeout(step: Step) -> float:
@@ -90,7 +103,7 @@ def plan_run(*, plan_id: int, actor) -> Plan:
             if step.status != S.SUCCEEDED:  # after a replan, completed steps and their outputs are kept
                 check_transition(step, S.PENDING)
                 step.status, step.output, step.error, step.note = S.PENDING, None, "", ""
-                step.resolved_args, step.gate_hash = None, ""
+                step.resolved_args, step.provenance, step.gate_hash = None, None, ""
                 step.queued_at = step.started_at = step.finished_at = step.deadline = None
             if step.status != S.SUCCEEDED and (changed := definition_change(step.tool, step.tool_hash)) is not None:
                 raise ServiceError(f"Step {step.key}: {changed}. Save the step again to pin the new definition, then approve.", status=409)
@@ -134,7 +147,8 @@ def plan_cancel(*, plan_id: int, actor) -> Plan:
 def dispatch(plan_id: int) -> None:
     """Move every step whose dependencies are done: skip it, gate it, or queue it. Idempotent."""
     with transaction.atomic():
-        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        # Only the plan's row is locked; its goal and requester come in the same query for the policy facts.
+        plan = Plan.objects.select_for_update(of=("self",)).select_related("goal__requester").get(pk=plan_id)
         if plan.status != Plan.Status.RUNNING:
             return
         dispatch_locked(plan, list(plan.steps.select_for_update()))
@@ -172,14 +186,15 @@ def dispatch_locked(plan: Plan, steps: list[Step]) -> None:
                 if refusal is not None:
                     fail_plan(plan, steps, f"Step {step.key} refused: {refusal}; execution stopped, the plan needs a fresh approval.")
                     return
-                _prepare(plan, step, outputs)
+                _prepare(plan, step, outputs, by_key)
                 changed = changed or step.status in DONE
     if not any(step.status in OPEN for step in steps):
         _finalize(plan, steps)
 
 
-def _prepare(plan: Plan, step: Step, outputs: dict) -> None:
-    """Resolve a ready step's arguments, then skip, fail, gate or queue it."""
+def _prepare(plan: Plan, step: Step, outputs: dict, by_key: dict) -> None:
+    """Resolve a ready step's arguments (recording where each value came from), then skip, fail, gate or
+    queue it. A policy gates MEDIUM and HIGH steps that untrusted data reaches (defaults.cedar)."""
     try:
         if step.condition and not evaluate_condition(step.condition, outputs):
             step_finish(step, S.SKIPPED, note=f"Skipped: condition {step.condition} is false.")
@@ -198,8 +213,11 @@ def _prepare(plan: Plan, step: Step, outputs: dict) -> None:
         step_finish(step, S.FAILED, error="Resolved arguments do not fit the tool: " + "; ".join(readable_validation_errors(error)))
         return
     step.resolved_args = resolved
+    step.provenance = step_provenance(step, by_key)
     if gate_required(plan, step):
         gate_open(plan, step)
+        if gate_decided_by_grant(plan, step):
+            step_enqueue(step)
         return
     step_enqueue(step)
 
@@ -218,7 +236,7 @@ def gate_open(plan: Plan, step: Step, *, retry_requested_by=None) -> None:
     step_transition(
         step,
         S.WAITING_APPROVAL,
-        fields={"resolved_args": step.resolved_args, "gate_hash": gate_hash},
+        fields={"resolved_args": step.resolved_args, "provenance": step.provenance, "gate_hash": gate_hash},
         data=data,
         actor=retry_requested_by,
         log=f"{step.key} waits for an approver: {step.tool} with its resolved arguments"
@@ -231,7 +249,7 @@ def step_enqueue(step: Step, *, log: str | None = None, action: str | None = "",
     simply queued again); the claim sets the deadline of the run itself."""
     now = timezone.now()
     deadline = now + timedelta(seconds=settings.COUNTERSIGN_QUEUED_DEADLINE_S)
-    fields = {"resolved_args": step.resolved_args, "queued_at": now, "deadline": deadline}
+    fields = {"resolved_args": step.resolved_args, "provenance": step.provenance, "queued_at": now, "deadline": deadline}
     step_transition(step, S.QUEUED, fields=fields, log=log, action=action, data=data)
     queue_step(step)
 

@@ -2,25 +2,36 @@
 
 from django.conf import settings
 from django.db import transaction
+from pydantic import ValidationError
 
 from approvals import audit
 from approvals.models import Approval, AuditEvent
 from approvals.policy import four_eyes_violation, needs_runtime_gate
+from core.canonical import sha256_of
 from core.errors import ServiceError
 from core.roles import user_can
-from core.text import refuse_control_characters
+from core.text import json_control_character_problems, refuse_control_characters
 from execution.engine import dispatch_locked, gate_open, step_enqueue
 from execution.failpoints import failpoint
+from execution.policy_gates import gate_refusal
 from execution.transitions import S, step_finish
+from planning.approval_rules import plan_verdicts_for_call
 from planning.models import Plan, Step
-from tools.registry import registry
+from tools.registry import readable_validation_errors, registry
 
 
-def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = "", gate_hash: str | None = None) -> Step:
-    """Approve or deny a step waiting at its runtime gate, bound to the gate hash the approver saw."""
+def gate_answer(
+    *, plan_id: int, key: str, actor, approve: bool, comment: str = "", gate_hash: str | None = None, args: dict | None = None
+) -> Step:
+    """Approve or deny a step waiting at its runtime gate, bound to the gate hash the approver saw. With
+    `args`, the approver edits the call's arguments and approves the edited call in one decision: the
+    arguments are validated against the tool, checked by the policies again, and get a new gate hash;
+    the decision records both the original and the edited arguments."""
     if not user_can(actor, "approve"):
         raise ServiceError("Only approvers can decide gates.", status=403)
     refuse_control_characters(comment, field="comment")
+    if args is not None and not approve:
+        raise ServiceError("Edited arguments come with an approval; to refuse the call, deny it.", status=422)
     with transaction.atomic():
         plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
         # All step locks are taken now, before the audit head's lock (taken by audit.record): a later
@@ -37,6 +48,10 @@ def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
         blocked = four_eyes_violation(approver=actor, author_ids=authors, requester_id=plan.goal.requester_id)
         if not blocked and settings.COUNTERSIGN_FOUR_EYES and actor.pk == _retry_requester_id(step):
             blocked = "Four-eyes rule: you asked for this retry, so someone else must approve it."
+        original = None
+        if not blocked and args is not None:
+            original = _edit_gate_args(plan, step, args, actor)
+        blocked = blocked or (gate_refusal(plan, step, actor) if approve else None)
         if blocked:
             raise ServiceError(blocked, status=403)
         Approval.objects.create(
@@ -54,7 +69,13 @@ def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
             actor=actor,
             plan_id=plan.pk,
             step_key=key,
-            data={"risk": step.risk, "gate_hash": step.gate_hash, "resolved_args": step.resolved_args, "comment": comment[:5000]},
+            data={
+                "risk": step.risk,
+                "gate_hash": step.gate_hash,
+                "resolved_args": step.resolved_args,
+                "comment": comment[:5000],
+                **({"edited": True, "original_args": original["args"], "original_gate_hash": original["gate_hash"]} if original else {}),
+            },
         )
         if approve:
             step_enqueue(step)
@@ -63,6 +84,42 @@ def gate_answer(*, plan_id: int, key: str, actor, approve: bool, comment: str = 
             dispatch_locked(plan, steps)
         failpoint("during_gate_decision")
     return step
+
+
+def _edit_gate_args(plan: Plan, step: Step, args: dict, actor) -> dict | None:
+    """Put the approver's edited arguments on the waiting step (same tool, validated) under a new gate
+    hash; return the original arguments and hash, or None when nothing changed. The caller holds the
+    step's lock and rolls all of this back if the decision is then refused."""
+    if not isinstance(args, dict):
+        raise ServiceError("Edited arguments must be a JSON object.", status=422)
+    problems = [f"{path or 'arguments'} {problem}" for path, problem in json_control_character_problems(args)]
+    if problems:
+        raise ServiceError("; ".join(problems), status=422)
+    tool = registry.get(step.tool)
+    if tool is None:
+        raise ServiceError(f"Tool {step.tool!r} is not registered on this server.", status=409)
+    try:
+        edited = tool.validate_args(args)
+    except ValidationError as error:
+        raise ServiceError(
+            "The edited arguments do not fit the tool: " + "; ".join(readable_validation_errors(error)), status=422
+        ) from error
+    if edited == step.resolved_args:
+        return None
+    original = {"args": step.resolved_args, "gate_hash": step.gate_hash}
+    step.resolved_args = edited
+    verdict = plan_verdicts_for_call(plan, step, user=actor)
+    if verdict.denials:
+        denial = verdict.denials[0]
+        raise ServiceError(f"Policy {denial.policy} forbids the edited call: {denial.reason}", status=403)
+    more = [r for r in verdict.requirements if r.count > 1]
+    if more:
+        raise ServiceError(
+            f"The edited call needs {more[0].count} approvers (policy {more[0].policy}); deny it and edit the plan instead.", status=403
+        )
+    step.gate_hash = sha256_of({"gate_hash": original["gate_hash"], "edited_args": edited, "edited_by": actor.pk})
+    step.save(update_fields=["resolved_args", "gate_hash"])
+    return original
 
 
 def _retry_requester_id(step: Step) -> int | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Min, Sum
 
-from approvals.models import Approval
+from approvals.models import Approval, AuditEvent
 from core import llm
 from planning.diff import diff_contents
 from planning.models import FINISHED_STATUSES, LlmCall, Plan, PlanRevision, Step
@@ -50,6 +50,7 @@ class Summary:
     tokens_per_plan: float | None
     cost_usd: float
     cost_per_plan_usd: float | None
+    gates_expired: int = 0
 
 
 def llm_totals(plans: list[Plan]) -> tuple[int, int, int, float]:
@@ -117,9 +118,7 @@ def summary(*, since=None, until=None) -> Summary:
             edited += 1
             changes.append(len(diff_contents(history[0]["content"], before_approval[-1]["content"])))
     completions = [
-        (p.finished_at - p.started_at).total_seconds()
-        for p in plans
-        if p.finished_at and p.started_at and p.status in FINISHED_STATUSES
+        (p.finished_at - p.started_at).total_seconds() for p in plans if p.finished_at and p.started_at and p.status in FINISHED_STATUSES
     ]
 
     gates = Counter(approvals.filter(kind=Approval.Kind.GATE).values_list("decision", flat=True))
@@ -148,4 +147,5 @@ def summary(*, since=None, until=None) -> Summary:
         tokens_per_plan=(tokens_in + tokens_out) / len(plans) if plans else None,
         cost_usd=round(cost, 6),
         cost_per_plan_usd=round(cost / len(plans), 6) if plans else None,
+        gates_expired=AuditEvent.objects.filter(action="gate.expired", plan_id__in=ids).count(),
     )

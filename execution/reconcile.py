@@ -20,7 +20,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import audit
+from approvals import audit, webhooks
+from execution.deadlines import deadlines_enforce
 from execution.engine import aftermath_enqueue, dispatch, needs_dispatch, queue_step, run_deadline, step_enqueue
 from execution.transitions import S, step_interrupt, step_transition
 from planning import broadcast
@@ -40,6 +41,8 @@ def reconcile(now=None) -> dict:
     counts["dispatched"] = _dispatch_stranded_plans()
     counts["aftermath"] = _requeue_aftermath(now)
     counts["planning_failed"] = _fail_stuck_planning(now)
+    counts.update(deadlines_enforce(now))
+    counts["webhooks"] = webhooks.requeue_stranded(now)
     return counts
 
 

@@ -1,6 +1,7 @@
 """Run-time pages and actions: run, cancel, answer a gate, resolve an interrupted step; the metrics page.
 Refusals and re-renders go through the plan page's helpers (planning.plan_page), like review actions."""
 
+import json
 from datetime import datetime, time, timedelta
 
 from django.core.exceptions import PermissionDenied
@@ -31,13 +32,23 @@ def plan_cancel(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
 @require_POST
 def gate_decide(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="approve")
-    approve = request.POST.get("approve") == "yes"
+    choice = request.POST.get("approve")
     gate_hash = request.POST.get("gate_hash") or None
     comment = request.POST.get("comment", "")[:5000]
+    args = None
+    if choice == "edit":
+        # "Edit and approve": the arguments as the approver corrected them, in the tool's JSON form.
+        try:
+            args = json.loads(request.POST.get("args", ""))
+        except ValueError:
+            return plan_page.refused(request, plan, "The edited arguments are not valid JSON.", 422)
+    approve = choice in {"yes", "edit"}
     return plan_page.perform_action(
         request,
         plan,
-        lambda: gates.gate_answer(plan_id=plan.pk, key=key, actor=request.user, approve=approve, comment=comment, gate_hash=gate_hash),
+        lambda: gates.gate_answer(
+            plan_id=plan.pk, key=key, actor=request.user, approve=approve, comment=comment, gate_hash=gate_hash, args=args
+        ),
     )
 
 

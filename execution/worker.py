@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -65,9 +65,13 @@ def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
         key = f"{plan.executing_hash[:16]}:{step.key}:{plan.replan_count}:{step.queued_at.timestamp() if step.queued_at else 0}"
         if tool and tool.idempotent:
             key += f":{number}"
-        attempt, created = StepAttempt.objects.get_or_create(
-            idempotency_key=key, defaults={"step": step, "number": number, "worker": _worker_name()}
-        )
+        try:
+            # One INSERT on the happy path; the unique key refuses a second start of the same attempt.
+            with transaction.atomic():
+                attempt = StepAttempt.objects.create(idempotency_key=key, step=step, number=number, worker=_worker_name())
+            created = True
+        except IntegrityError:
+            created = False
         if not created:
             step_interrupt(
                 step,

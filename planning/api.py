@@ -81,7 +81,7 @@ class DecisionIn(Schema):
 
 
 def _edited(request, plan_id: int, perform):
-    get_plan_for_user(request.user, plan_id, need="edit")
+    get_plan_for_user(request.user, plan_id, need="edit_steps")
     try:
         plan = perform()
     except ServiceError as error:

@@ -2,8 +2,9 @@
 approvals a revision still needs (M-of-N), and why a person may not approve it."""
 
 from approvals import policies
-from approvals.models import Approval
+from approvals.models import Approval, AuditEvent
 from planning.models import Plan, Step
+from planning.provenance import plan_provenance, untrusted_arguments
 from tools.amounts import estimated_amount
 from tools.registry import registry
 
@@ -14,8 +15,9 @@ def user_groups(user) -> set[str]:
     return set(user.groups.values_list("name", flat=True))
 
 
-def step_facts(plan: Plan, step: Step, *, args: dict | None = None) -> policies.StepFacts:
-    """Facts about one step; `args` are its resolved arguments once known (at a gate)."""
+def step_facts(plan: Plan, step: Step, *, args: dict | None = None, untrusted: bool = False) -> policies.StepFacts:
+    """Facts about one step; `args` are its resolved arguments once known (at a gate); `untrusted` whether
+    untrusted data reaches an argument or the condition."""
     tool = registry.get(step.tool)
     arguments = step.args if args is None else args
     return policies.StepFacts(
@@ -28,12 +30,14 @@ def step_facts(plan: Plan, step: Step, *, args: dict | None = None) -> policies.
         args=arguments if isinstance(arguments, dict) else {},
         resolved=args is not None,
         amount=estimated_amount(step.tool, arguments) if isinstance(arguments, dict) else None,
+        untrusted_input=untrusted,
     )
 
 
 def plan_verdicts(plan: Plan, steps=None, user=None) -> dict[str, policies.StepVerdict]:
     steps = list(plan.steps.all()) if steps is None else list(steps)
-    facts = [step_facts(plan, step) for step in steps]
+    provenance = plan_provenance(steps)
+    facts = [step_facts(plan, step, untrusted=bool(untrusted_arguments(provenance[step.key]))) for step in steps]
     principal = user.get_username() if user is not None and user.is_authenticated else ""
     verdicts = policies.evaluate(facts, principal=principal, groups=user_groups(user))
     return {verdict.key: verdict for verdict in verdicts}
@@ -127,8 +131,11 @@ def page_context(plan: Plan, steps, user, expected_hash: str) -> dict:
     """The plan page's view of the policies: per step what applied and why, the approvals so far, and
     what stops this user from approving."""
     verdicts = plan_verdicts(plan, steps, user=user)
+    granted = dict(
+        AuditEvent.objects.filter(plan_id=plan.pk, action="gate.approved_by_grant").order_by("seq").values_list("step_key", "data__reason")
+    )
     for step in steps:
-        step.policy_verdict = verdicts.get(step.key)
+        step.policy_verdict, step.grant_decision = verdicts.get(step.key), granted.get(step.key)
     context = {"step_policies": verdicts, "approval_progress": approval_progress(plan, expected_hash, verdicts)}
     if plan.status == Plan.Status.AWAITING_APPROVAL and user.is_authenticated:
         context["policy_refusal"] = approval_refusal(plan=plan, user=user, expected_hash=expected_hash)
@@ -137,6 +144,12 @@ def page_context(plan: Plan, steps, user, expected_hash: str) -> dict:
 
 def plan_verdicts_for_call(plan: Plan, step: Step, user=None) -> policies.StepVerdict:
     """The verdict on one step's call with its resolved arguments (at run time, at its gate)."""
-    facts = step_facts(plan, step, args=step.resolved_args if step.resolved_args is not None else step.args)
+    provenance = step.provenance if step.provenance is not None else plan_provenance(list(plan.steps.all())).get(step.key, {})
+    facts = step_facts(
+        plan,
+        step,
+        args=step.resolved_args if step.resolved_args is not None else step.args,
+        untrusted=bool(untrusted_arguments(provenance)),
+    )
     principal = user.get_username() if user is not None else ""
     return policies.evaluate([facts], principal=principal, groups=user_groups(user))[0]

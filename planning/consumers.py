@@ -10,7 +10,7 @@ from django.http import Http404
 
 from core.roles import user_can
 from planning.broadcast import INBOX_GROUP, plan_group
-from planning.fragments import render_inbox_fragments, render_plan_fragments
+from planning.fragments import render_gates_badge, render_inbox_fragments, render_plan_fragments
 from planning.permissions import get_plan_for_user
 
 # Close codes the htmx ws extension does not reconnect on (it retries only 1006, 1011, 1012, 1013).
@@ -109,3 +109,17 @@ class InboxConsumer(PlanConsumer):
         if not user_can(user, "view"):
             return NOT_ALLOWED, ""
         return None, render_inbox_fragments(user)
+
+
+class BadgeConsumer(InboxConsumer):
+    """The nav badge on every page but the inbox: the number of gates waiting, redrawn with each plan
+    change. Only approvers join (nobody else sees gates); re-checked on every event like the inbox."""
+
+    @database_sync_to_async
+    def _render_inbox(self) -> tuple[int | None, str]:
+        user = self._current_user()
+        if user is None:
+            return SESSION_GONE, ""
+        if not user_can(user, "approve"):
+            return NOT_ALLOWED, ""
+        return None, render_gates_badge(user)

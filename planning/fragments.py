@@ -31,8 +31,15 @@ def step_controls(plan: Plan, user, authors: set[int]) -> dict:
 def render_inbox_fragments(user) -> str:
     """The live parts of the inbox: the gates waiting (for approvers) and a nudge that reloads the plan
     list with its tab counts, keeping the tab and page the user is on."""
-    gates = list(waiting_gates()[:50]) if user_can(user, "approve") else []
-    return render_to_string("planning/_inbox_live.html", {"gates": gates, "oob": True})
+    approver = user_can(user, "approve")
+    gates = list(waiting_gates()[:50]) if approver else []
+    badge = waiting_gates().count() if approver else None
+    return render_to_string("planning/_inbox_live.html", {"gates": gates, "badge": badge, "oob": True})
+
+
+def render_gates_badge(user) -> str:
+    """The nav badge alone, for pages other than the inbox."""
+    return render_to_string("planning/_gates_badge.html", {"count": waiting_gates().count(), "oob": True})
 
 
 def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None) -> str:

@@ -45,6 +45,8 @@ class Plan(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         SUPERSEDED = "superseded", "Superseded"
+        # Nobody decided before the final approval deadline (issue 16): never recorded as a rejection.
+        EXPIRED = "expired", "Expired"
 
     class Planner(models.TextChoices):
         LLM = "llm", "LLM"
@@ -55,6 +57,8 @@ class Plan(models.Model):
     goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="plans")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PLANNING, db_index=True)
     revision = models.PositiveIntegerField(default=0)
+    # Preflight findings of the current revision (planning/preflight.py), computed when it was written.
+    preflight = models.JSONField(default=list, blank=True)
     content_hash = models.CharField(max_length=64, blank=True)
     planner = models.CharField(max_length=10, choices=Planner.choices, default=Planner.PLAYBOOK)
     requested_planner = models.CharField(max_length=10, blank=True, help_text="llm, playbook, or blank for automatic")
@@ -147,6 +151,9 @@ class Step(models.Model):
     error = models.TextField(blank=True)
     note = models.CharField(max_length=300, blank=True, help_text="Why a step was skipped, cancelled or interrupted")
     resolved_args = models.JSONField(null=True, blank=True, help_text="Arguments after templates were filled in")
+    provenance = models.JSONField(
+        null=True, blank=True, help_text="Per argument, the step outputs its value came from, with trust labels (at resolution)"
+    )
     gate_hash = models.CharField(max_length=64, blank=True, help_text="Hash of (step, tool, resolved args) a gate approval binds to")
     approved_hash = models.CharField(max_length=64, blank=True, help_text="Hash of this step's content when its run started")
     queued_at = models.DateTimeField(null=True, blank=True)

@@ -11,11 +11,12 @@ from django_htmx.middleware import HtmxDetails
 
 from core.errors import ServiceError
 from core.roles import user_can
-from planning import approval_rules, dry_runs, review, selectors, services
+from planning import approval_rules, dry_runs, estimates, review, selectors, services
 from planning.forms import CodeStepForm, DecisionForm, PlaybookForm, RetryForm, StepForm
 from planning.fragments import progress_of, step_controls
 from planning.graph import plan_graph
 from planning.models import Plan
+from planning.permissions import may_edit_steps
 from tools.registry import registry
 
 
@@ -27,7 +28,7 @@ def plan_context(request, plan: Plan, **extra) -> dict:
     plan, steps = selectors.plan_with_steps(plan)
     approvals = selectors.plan_approvals(plan)
     authors = selectors.revision_author_ids(plan)
-    can_edit = user_can(request.user, "edit") and plan.is_editable
+    can_edit = plan.is_editable and may_edit_steps(request.user, plan) is None
     is_code = dry_runs.is_code_plan(plan)
     dry_run = dry_runs.current_dry_run(plan) if is_code else None
     context = {
@@ -55,6 +56,9 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         "progress": progress_of(steps),
         "events": selectors.plan_events(plan),
         "proposal_changes": selectors.proposal_changes(plan),
+        "estimates": None
+        if is_code or plan.status not in {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED}
+        else estimates.plan_estimates(plan, steps),
         "changes_request": review.changes_request(plan),
         **step_controls(plan, request.user, authors),
         **approval_rules.page_context(plan, steps, request.user, dry_runs.approval_hash(plan, dry_run)),

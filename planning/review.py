@@ -9,7 +9,7 @@ from approvals.policy import four_eyes_violation
 from core.errors import ServiceError
 from core.roles import user_can
 from core.text import refuse_control_characters
-from planning import approval_rules, broadcast, dry_runs
+from planning import approval_rules, broadcast, dry_runs, preflight
 from planning.models import Plan, PlanRevision
 from planning.services import StaleRevision
 
@@ -61,6 +61,13 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
         refusal = approval_rules.approval_refusal(plan=plan, user=actor, expected_hash=expected) if decision == "approved" else None
         if refusal:
             raise ServiceError(refusal, status=403)
+        serious = preflight.high_findings(plan.preflight)
+        if serious and decision == Approval.Decision.APPROVED and not comment:
+            raise ServiceError(
+                f"Preflight found {len(serious)} high-severity problem{'s' if len(serious) > 1 else ''} "
+                f"({serious[0]['step'] or 'plan'}: {serious[0]['message']}). Say in a comment why you approve it anyway.",
+                status=422,
+            )
         approval = Approval.objects.create(
             plan=plan,
             kind=Approval.Kind.PLAN,
@@ -82,7 +89,15 @@ def plan_decision_record(*, plan_id: int, actor, revision: int, content_hash: st
             action=DECISION_ACTIONS[decision],
             actor=actor,
             plan_id=plan.pk,
-            data={"revision": plan.revision, "content_hash": plan.content_hash, "approved_hash": expected, "comment": comment[:5000], **policy_outcome},
+            data={
+                "revision": plan.revision,
+                "content_hash": plan.content_hash,
+                "approved_hash": expected,
+                "comment": comment[:5000],
+                **policy_outcome,
+                # What the approver acknowledged with their comment.
+                **({"preflight_high": [f"{f['step']}: {f['check']}" for f in serious]} if serious else {}),
+            },
         )
         broadcast.announce(plan.pk, log=f"{actor.get_username()}: {approval.get_decision_display().lower()} (revision {plan.revision}).")
     return approval

@@ -6,7 +6,7 @@ from typing import Any
 from ninja import Schema, Status
 
 from core.errors import ServiceError
-from planning import dry_runs, usage
+from planning import dry_runs, estimates, usage
 from planning.models import Plan
 from planning.services import InvalidEdit, StaleRevision
 
@@ -50,6 +50,14 @@ class BudgetOut(Schema):
     tokens: int | None = None
 
 
+class PreflightFinding(Schema):
+    check: str
+    severity: str
+    step: str
+    message: str
+    fix: str
+
+
 class PlanOut(Schema):
     id: int
     goal_id: int
@@ -73,6 +81,10 @@ class PlanOut(Schema):
     approvals: list[ApprovalOut]
     approval_hash: str
     dry_run: dict[str, Any] | None = None
+    # Preflight findings of this revision: {check, severity, step, message, fix}, most severe first.
+    preflight: list[PreflightFinding] = []
+    # Duration (p50/p90 seconds along the critical path, None when a tool never ran), LLM cost, blast radius.
+    estimates: dict[str, Any] = {}
 
 
 class Error(Schema):
@@ -106,6 +118,8 @@ def plan_out(plan: Plan) -> dict:
             {**step.content(), "position": step.position, "status": step.status, "output": step.output, "error": step.error}
             for step in steps
         ],
+        "preflight": plan.preflight,
+        "estimates": estimates.plan_estimates(plan, steps).as_dict(),
         "approval_hash": dry_runs.approval_hash(plan, dry_run),
         "dry_run": None
         if dry_run is None

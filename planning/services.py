@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 
 from approvals import audit
@@ -10,9 +11,10 @@ from approvals.services import plan_approvals_void
 from core import jobs, llm
 from core.errors import ServiceError
 from core.text import refuse_control_characters
-from planning import broadcast, dry_runs, planner, usage
+from planning import broadcast, dry_runs, planner, preflight, usage
 from planning.code_planner import draft_code_plan
 from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
+from planning.permissions import may_edit_steps
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
 
 MAX_GOAL_CHARS = 4000
@@ -279,6 +281,10 @@ def write_revision(plan: Plan, steps: list[dict], *, author, planner: str, reaso
     _replace_steps(plan, steps)
     plan.revision += 1
     plan.content_hash = new_hash
+    # A code plan's check is its dry run; preflight reads step plans.
+    plan.preflight = [] if dry_runs.is_code_plan(plan) else preflight.findings_for(plan.steps.all())
+    if not dry_runs.is_code_plan(plan) and settings.COUNTERSIGN_PREFLIGHT_CRITIC and llm.is_configured():
+        jobs.enqueue("planning.tasks.preflight_critic_task", plan.pk, plan.revision)
     voided = plan_approvals_void(plan_id=plan.pk, reason=f"superseded by revision {plan.revision}")
     plan.status = Plan.Status.AWAITING_APPROVAL
     plan.save()
@@ -304,6 +310,10 @@ def _edit_plan(
         plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
         if not plan.is_editable:
             raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot be edited.", status=409)
+        # Checked again under the lock: an approver's edit is refused once the plan has left review.
+        refusal = may_edit_steps(actor, plan)
+        if refusal:
+            raise ServiceError(refusal, status=403)
         if revision != plan.revision:
             raise StaleRevision(plan.revision)
         proposed = change([dict(step) for step in plan_content(plan.steps.all())])

@@ -54,6 +54,45 @@ def _import_refused(request, form: ImportForm, message: str | None = None):
     return render(request, "sandbox/tables.html", _tables_context(request, form=form), status=422)
 
 
+def _uploaded_text(form: ImportForm) -> str:
+    try:
+        content = form.cleaned_data["file"].read(5_000_001).decode("utf-8")
+    except UnicodeDecodeError:
+        raise services.ImportProblem("The file is not UTF-8 text.") from None
+    if len(content) > 5_000_000:
+        raise services.ImportProblem("The file is larger than 5 MB.")
+    return content
+
+
+@require_POST
+def table_import_preview(request):
+    """What the import would do, shown beside the form (htmx keeps the chosen file in the form, so
+    "Import" afterwards sends the same file); nothing is written."""
+    if not request.user.has_perm("sandbox.add_datarow"):
+        raise PermissionDenied("Only administrators can import data.")
+    form = ImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        if not request.htmx:
+            return _import_refused(request, form)
+        return render(request, "sandbox/_import_preview.html", {"form_errors": form.errors}, status=422)
+    data = form.cleaned_data
+    try:
+        preview = services.table_import_preview(
+            name=data["name"],
+            key_field=data["key_field"],
+            content=_uploaded_text(form),
+            file_format=data["file_format"],
+            replace=data["replace"],
+        )
+    except services.ImportProblem as problem:
+        if not request.htmx:
+            return _import_refused(request, form, str(problem))
+        return render(request, "sandbox/_import_preview.html", {"problem": str(problem)}, status=422)
+    if not request.htmx:
+        return render(request, "sandbox/tables.html", {**_tables_context(request, form=form), "preview": preview})
+    return render(request, "sandbox/_import_preview.html", {"preview": preview})
+
+
 @require_POST
 def table_import(request):
     if not request.user.has_perm("sandbox.add_datarow"):
@@ -63,17 +102,13 @@ def table_import(request):
         return _import_refused(request, form)
     data = form.cleaned_data
     try:
-        content = data["file"].read(5_000_001).decode("utf-8")
-        if len(content) > 5_000_000:
-            raise services.ImportProblem("The file is larger than 5 MB.")
+        content = _uploaded_text(form)
         with transaction.atomic():
             table, count = services.table_import(
                 name=data["name"], key_field=data["key_field"], content=content, file_format=data["file_format"], replace=data["replace"]
             )
             audit.record(action="table.imported", actor=request.user, data={"table": table.name, "rows": count, "replace": data["replace"]})
-    except (services.ImportProblem, UnicodeDecodeError) as problem:
-        return _import_refused(
-            request, form, str(problem) if isinstance(problem, services.ImportProblem) else "The file is not UTF-8 text."
-        )
+    except services.ImportProblem as problem:
+        return _import_refused(request, form, str(problem))
     messages.success(request, f"Imported {count} row{'' if count == 1 else 's'} into {table.name}.")
     return redirect(f"/tables/?table={table.name}")

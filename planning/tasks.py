@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from planning import dry_runs, services
+from planning import critic, dry_runs, services
 
 
 @shared_task(name="planning.tasks.plan_generate_task", acks_late=True, soft_time_limit=300, time_limit=330)
@@ -14,3 +14,8 @@ def plan_generate_task(plan_id: int) -> str:
 def code_dry_run_task(plan_id: int) -> str | None:
     result = dry_runs.dry_run_perform(plan_id)
     return result.result.get("status") if result else None
+
+
+@shared_task(name="planning.tasks.preflight_critic_task", acks_late=True, soft_time_limit=120, time_limit=150)
+def preflight_critic_task(plan_id: int, revision: int) -> int:
+    return critic.critique(plan_id, revision)

@@ -22,4 +22,5 @@ urlpatterns = [
     path("playbooks/", views.playbook_list, name="playbook_list"),
     path("tables/", table_views.tables, name="tables"),
     path("tables/import/", table_views.table_import, name="table_import"),
+    path("tables/import/preview/", table_views.table_import_preview, name="table_import_preview"),
 ]

@@ -103,15 +103,18 @@ def _apply_edit(request: HtmxHttpRequest, plan: Plan, perform, *, form=None, for
         return retarget(reswap(response, "outerHTML"), f"#step-{form_key or 'new'}")
     except ServiceError as error:
         return plan_page.refused(request, plan, error.message, error.status)
+    saved = f"Saved as revision {plan.revision}. Earlier approvals no longer apply."
+    if user_can(request.user, "approve"):
+        saved += " You edited it, so another approver must countersign it."
     if not request.htmx:
-        messages.success(request, f"Saved as revision {plan.revision}.")
+        messages.success(request, saved)
         return redirect("plan_detail", plan_id=plan.pk)
-    return plan_page.render_plan_body(request, plan, flash=f"Saved as revision {plan.revision}. Earlier approvals no longer apply.")
+    return plan_page.render_plan_body(request, plan, flash=saved)
 
 
 @require_http_methods(["GET", "POST"])
 def step_edit(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
     steps = list(plan.steps.all())
     if not any(s.key == key for s in steps):
         raise Http404("No such step.")
@@ -147,7 +150,7 @@ def step_view(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
 
 @require_POST
 def step_add(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
     form = plan_page.step_form(plan, list(plan.steps.all()), key=None, data=request.POST)
     if not form.is_valid():
         response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": None}, status=422)
@@ -167,14 +170,14 @@ def _revision_from(request) -> int:
 
 @require_POST
 def step_delete(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
     revision = _revision_from(request)
     return _apply_edit(request, plan, lambda: services.step_delete(plan_id=plan.pk, actor=request.user, revision=revision, key=key))
 
 
 @require_POST
 def step_move(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
-    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
     revision, direction = _revision_from(request), request.POST.get("direction", "")
     return _apply_edit(
         request, plan, lambda: services.step_move(plan_id=plan.pk, actor=request.user, revision=revision, key=key, direction=direction)

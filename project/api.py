@@ -7,9 +7,11 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, django_auth
 
 from approvals.api import router as audit_router
+from approvals.policy_api import router as policy_router
 from approvals.tokens import token_authenticate
 from core.errors import ServiceError
 from execution.api import router as execution_router
+from execution.batch_api import router as batch_router
 from planning.api import router as planning_router
 from tools.api import router as tools_router
 
@@ -27,7 +29,9 @@ api = NinjaAPI(title="Countersign API", version="1", auth=[BearerToken(), django
 api.add_router("/", tools_router)
 api.add_router("/", planning_router)
 api.add_router("/", execution_router)
+api.add_router("/", batch_router)
 api.add_router("/", audit_router)
+api.add_router("/", policy_router)
 
 
 @api.exception_handler(ServiceError)

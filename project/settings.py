@@ -135,6 +135,13 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "countersign@localhost")
+# With EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend, notifications go through this server.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "") == "1"
+EMAIL_TIMEOUT = 10
 
 # --- HTTPS hardening: on for any deployment behind TLS (README, "Production settings").
 COUNTERSIGN_HTTPS = env_bool("COUNTERSIGN_HTTPS")
@@ -200,6 +207,12 @@ COUNTERSIGN_FOUR_EYES = env_bool("COUNTERSIGN_FOUR_EYES", True)
 COUNTERSIGN_MAX_STEPS = env_int("COUNTERSIGN_MAX_STEPS", 30)
 COUNTERSIGN_REPAIR_ROUNDS = env_int("COUNTERSIGN_REPAIR_ROUNDS", 2)
 COUNTERSIGN_HTTP_ALLOWLIST = env_list("COUNTERSIGN_HTTP_ALLOWLIST")
+# Preflight (planning/preflight.py): the organisation's email domains (recipients elsewhere are a finding;
+# empty = no check), and how far above the largest earlier value a numeric argument counts as unusual.
+COUNTERSIGN_ORG_DOMAINS = env_list("COUNTERSIGN_ORG_DOMAINS")
+COUNTERSIGN_PREFLIGHT_OUTLIER_FACTOR = env_float("COUNTERSIGN_PREFLIGHT_OUTLIER_FACTOR", 10.0)
+# An LLM critic reads every new revision of a step plan (planning/critic.py); off by default: it costs tokens.
+COUNTERSIGN_PREFLIGHT_CRITIC = os.environ.get("COUNTERSIGN_PREFLIGHT_CRITIC", "").lower() in {"1", "true", "yes"}
 COUNTERSIGN_HTTP_MAX_BYTES = env_int("COUNTERSIGN_HTTP_MAX_BYTES", 1_000_000)
 COUNTERSIGN_HTTP_TIMEOUT_S = env_float("COUNTERSIGN_HTTP_TIMEOUT_S", 10.0)
 COUNTERSIGN_ONCALL_FROM = os.environ.get("COUNTERSIGN_ONCALL_FROM", DEFAULT_FROM_EMAIL)
@@ -209,8 +222,13 @@ COUNTERSIGN_TOKEN_DAYS = env_int("COUNTERSIGN_TOKEN_DAYS", 90)
 COUNTERSIGN_POLICY_DIR = os.environ.get("COUNTERSIGN_POLICY_DIR", str(BASE_DIR / "approvals" / "policies"))
 COUNTERSIGN_APPROVAL_DEADLINE_S = env_int("COUNTERSIGN_APPROVAL_DEADLINE_S", 0)
 COUNTERSIGN_GATE_DEADLINE_S = env_int("COUNTERSIGN_GATE_DEADLINE_S", 0)
+COUNTERSIGN_APPROVAL_EXPIRY_S = env_int("COUNTERSIGN_APPROVAL_EXPIRY_S", 0)
+COUNTERSIGN_GATE_EXPIRY_S = env_int("COUNTERSIGN_GATE_EXPIRY_S", 0)
 COUNTERSIGN_ESCALATION_GROUP = os.environ.get("COUNTERSIGN_ESCALATION_GROUP", "admin")
 COUNTERSIGN_SITE_URL = os.environ.get("COUNTERSIGN_SITE_URL", "http://localhost:8000")
+COUNTERSIGN_WEBHOOK_ATTEMPTS = env_int("COUNTERSIGN_WEBHOOK_ATTEMPTS", 5)
+COUNTERSIGN_WEBHOOK_BACKOFF_S = env_float("COUNTERSIGN_WEBHOOK_BACKOFF_S", 2.0)
+COUNTERSIGN_WEBHOOK_TIMEOUT_S = env_float("COUNTERSIGN_WEBHOOK_TIMEOUT_S", 10.0)
 
 LOGGING = {
     "version": 1,
@@ -272,6 +290,7 @@ CELERY_TASK_ROUTES = {
     "planning.tasks.plan_generate_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
     "planning.tasks.replan_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
     "planning.tasks.compose_answer_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
+    "planning.tasks.preflight_critic_task": {"queue": COUNTERSIGN_QUEUE_PLANNING},
     "planning.tasks.execute_step_task": {"queue": COUNTERSIGN_QUEUE_STEPS},
     "planning.tasks.code_dry_run_task": {"queue": COUNTERSIGN_QUEUE_SANDBOX},
 }

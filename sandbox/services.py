@@ -100,10 +100,8 @@ class ImportProblem(Exception):
     pass
 
 
-def table_import(
-    *, name: str, key_field: str, content: str, file_format: str, replace: bool, description: str = ""
-) -> tuple[DataTable, int]:
-    """Load rows from CSV or JSON (a list of objects) into a table; all rows or none."""
+def _parse_rows(*, key_field: str, content: str, file_format: str) -> tuple[list[dict], list[str]]:
+    """The rows and their keys, checked as an import checks them; ImportProblem otherwise."""
     try:
         if file_format == "json":
             rows = json.loads(content)
@@ -121,6 +119,14 @@ def table_import(
         raise ImportProblem(f"Every row needs a value in the key field {key_field!r}.")
     if len(set(keys)) != len(keys):
         raise ImportProblem(f"Key field {key_field!r} has duplicate values.")
+    return rows, keys
+
+
+def table_import(
+    *, name: str, key_field: str, content: str, file_format: str, replace: bool, description: str = ""
+) -> tuple[DataTable, int]:
+    """Load rows from CSV or JSON (a list of objects) into a table; all rows or none."""
+    rows, keys = _parse_rows(key_field=key_field, content=content, file_format=file_format)
     with transaction.atomic():
         table, _ = DataTable.objects.get_or_create(name=name, defaults={"key_field": key_field, "description": description})
         if replace:
@@ -129,6 +135,29 @@ def table_import(
             raise ImportProblem("Some keys already exist in the table; choose 'replace' or import new keys only.")
         DataRow.objects.bulk_create([DataRow(table=table, key=key, data=row) for key, row in zip(keys, rows, strict=True)])
     return table, len(rows)
+
+
+PREVIEW_ROWS = 10
+
+
+def table_import_preview(*, name: str, key_field: str, content: str, file_format: str, replace: bool) -> dict:
+    """What importing this file would do, without doing it: the row count, columns, the first rows, and
+    what happens to the table (created, added to, or replaced; keys that already exist)."""
+    rows, keys = _parse_rows(key_field=key_field, content=content, file_format=file_format)
+    table = DataTable.objects.filter(name=name).first()
+    existing = table.rows.count() if table else 0
+    clashing = table.rows.filter(key__in=keys).count() if table and not replace else 0
+    columns = list(dict.fromkeys(column for row in rows[:PREVIEW_ROWS] for column in row))
+    return {
+        "count": len(rows),
+        "columns": columns,
+        "rows": [[row.get(column, "") for column in columns] for row in rows[:PREVIEW_ROWS]],
+        "table": name,
+        "new_table": table is None,
+        "existing": existing,
+        "replace": replace,
+        "clashing": clashing,
+    }
 
 
 def _number_or_text(value):

@@ -159,6 +159,8 @@ def celery_worker_process(django_db_setup, django_db_blocker, fake_openai_server
             COUNTERSIGN_MAX_ATTEMPTS="2",
             COUNTERSIGN_RETRY_BACKOFF_S="0.2",
             EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend",
+            # Pages served by tests themselves (tests/execution/test_provenance.py) may be fetched.
+            COUNTERSIGN_HTTP_ALLOWLIST="127.0.0.1",
         )
     hostname = f"test-worker-{os.getpid()}@%h"
     process = subprocess.Popen(

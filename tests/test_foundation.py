@@ -120,4 +120,4 @@ def test_missing_plans_and_forbidden_actions_get_readable_pages(client, carol):
     forbidden = client.post("/goals/", {"text": "x"})
     assert forbidden.status_code in {302, 403}
     refused = client.post("/plans/1/steps/s1/delete/", {"revision": 1})
-    assert refused.status_code == 403 and "Only operators can edit plans." in refused.content.decode()
+    assert refused.status_code == 403 and "Only operators, and approvers during review, can edit plans." in refused.content.decode()

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -56,6 +57,32 @@ def test_the_dev_stack_starts_serves_and_stops_cleanly(tmp_path):
         assert inbox.url == url and "bob" in inbox.read().decode()
         health = json.loads(browser.open(url + "healthz", timeout=10).read())
         assert (health["status"], health["database"], health["redis"], health["workers"]) == ("ok", "ok", "ok", "ok")
+
+        # A crashed worker is restarted with a message, and the stack keeps serving.
+        (crashed,) = [c for c in psutil.Process(stack.pid).children() if "project worker" in " ".join(c.cmdline())]
+        crashed.kill()
+        deadline = time.monotonic() + 120
+        restarted = []
+        while time.monotonic() < deadline and not restarted:
+            log.seek(0)
+            if "The Celery worker exited with status" in log.read():
+                restarted = [
+                    c for c in psutil.Process(stack.pid).children() if "project worker" in " ".join(c.cmdline()) and c.pid != crashed.pid
+                ]
+            time.sleep(0.2)
+        log.seek(0)
+        assert restarted, f"no restarted worker within 2 minutes:\n{log.read()}"
+        assert stack.poll() is None, "the rest of the stack kept running"
+        children = psutil.Process(stack.pid).children(recursive=True)
+        while time.monotonic() < deadline:
+            try:
+                health = json.loads(browser.open(url + "healthz", timeout=10).read())
+            except urllib.error.HTTPError as unhealthy:  # 503 while the new worker starts
+                health = json.loads(unhealthy.read())
+            if health["workers"] == "ok":
+                break
+            time.sleep(0.5)
+        assert health["workers"] == "ok", health
     finally:
         os.kill(stack.pid, signal.SIGINT)
         stack.wait(timeout=60)

@@ -23,20 +23,20 @@ def effects(label: str | None = None) -> list[dict]:
     return [row for row in rows if label is None or row["label"] == label]
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=30)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=30, trusted_output=True)
 def sleep_io(seconds: Seconds, label: str = "") -> dict:
     """Wait like an I/O call would."""
     time.sleep(seconds)
     return {"label": label, "slept": seconds}
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
 def noop(value: int = 1) -> int:
     """Return the value."""
     return value
 
 
-@tool(risk=Risk.MEDIUM, idempotent=False, timeout_s=60)
+@tool(risk=Risk.MEDIUM, idempotent=False, timeout_s=60, trusted_output=True)
 def record_effect(label: str, seconds: Seconds = 0) -> dict:
     """Record a side effect, then take a while: the row shows how many times it really ran."""
     table = _effects()
@@ -45,20 +45,20 @@ def record_effect(label: str, seconds: Seconds = 0) -> dict:
     return {"effect": row.pk}
 
 
-@tool(risk=Risk.HIGH, idempotent=False, timeout_s=30)
+@tool(risk=Risk.HIGH, idempotent=False, timeout_s=30, trusted_output=True)
 def high_effect(label: str) -> dict:
     """A side effect that needs a runtime approval."""
     row = DataRow.objects.create(table=_effects(), key=f"{label}-{time.monotonic_ns()}", data={"label": label})
     return {"effect": row.pk}
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
 def always_fail(message: str = "upstream unavailable") -> None:
     """Fail every time."""
     raise ToolError(message)
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=1)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=1, trusted_output=True)
 def too_slow(seconds: Seconds = 5) -> None:
     """Take longer than its own timeout."""
     time.sleep(seconds)

@@ -26,8 +26,9 @@ def estimated_amount(tool_name: str, args: dict) -> float | None:
 
 
 @estimates("purchase_item")
+@estimates("return_item")
 def _sale_amount(args: dict) -> float | None:
-    """quantity x the item's price in the inventory table."""
+    """quantity x the item's price in the inventory table (what a sale takes in or a return pays back)."""
     quantity, item = args.get("quantity"), args.get("item")
     if not isinstance(quantity, int) or not isinstance(item, str):
         return None

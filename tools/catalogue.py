@@ -78,6 +78,9 @@ def tool_from_row(row: ToolDefinition) -> McpTool:
         source=row.source.name,
         risk_reason=row.risk_reason,
         annotations=row.annotations,
+        # MCP's openWorldHint defaults to true: only a trusted source's tool that says it is closed-world
+        # returns trusted data.
+        trusted_output=row.source.trusted and (row.annotations or {}).get("openWorldHint") is False,
         endpoint=endpoint_of(row.source),
         remote_name=row.name,
         input_schema=row.input_schema,

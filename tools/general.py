@@ -44,7 +44,7 @@ def http_get(url: Annotated[str, Field(min_length=1, max_length=2000, descriptio
     return {"status": status, "content_type": content_type, "text": body.decode("utf-8", errors="replace")}
 
 
-@tool(risk=Risk.HIGH, idempotent=False, timeout_s=20)
+@tool(risk=Risk.HIGH, idempotent=False, timeout_s=20, trusted_output=True)  # returns only what it was given
 def send_email(
     to: EmailStr,
     subject: Annotated[str, Field(min_length=1, max_length=200)],

@@ -22,13 +22,13 @@ def _desk_setting(name: str):
     raise ToolError(f"The on-call desk has no {name!r} setting. Run `python manage.py seed_demo`.")
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
 def count_open_tickets(queue: Queue = "support") -> int:
     """Count the open tickets in a queue of the on-call desk."""
     return sum(1 for t in tables.rows("tickets") if t["queue"] == queue and t["status"] == "open")
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
 def get_sla_threshold(queue: Queue = "support") -> int:
     """The SLA threshold: the most open tickets a queue may hold before the SLA counts as breached."""
     thresholds = _desk_setting("sla_max_open_tickets")
@@ -37,7 +37,7 @@ def get_sla_threshold(queue: Queue = "support") -> int:
     return int(thresholds[queue])
 
 
-@tool(risk=Risk.HIGH, idempotent=False, timeout_s=20)
+@tool(risk=Risk.HIGH, idempotent=False, timeout_s=20, trusted_output=True)
 def notify_on_call(
     message: Annotated[str, Field(min_length=1, max_length=2000)],
     severity: Literal["info", "warning", "critical"] = "warning",

@@ -35,6 +35,10 @@ class Tool:
     source: str = ""
     risk_reason: str = ""
     annotations: dict = field(default_factory=dict)
+    # Whether what the tool returns comes from a system of record the organisation controls (the store,
+    # tables, tickets) or from the open world (a web page, a model, an email): untrusted data must not
+    # steer a risky step unseen (planning/provenance.py). Unknown is untrusted.
+    trusted_output: bool = False
 
     def args_schema(self) -> dict:
         schema = self.args_model.model_json_schema()
@@ -67,6 +71,7 @@ class Tool:
             "source": self.source,
             "risk_reason": self.risk_reason or f"declared {self.risk.value} in code",
             "definition_hash": self.definition_hash,
+            "trusted_output": self.trusted_output,
         }
 
 
@@ -164,8 +169,10 @@ def tool(
     timeout_s: float = 30.0,
     description: str | None = None,
     into: ToolRegistry | None = None,
+    trusted_output: bool = False,
 ):
-    """Register a typed function as a tool. `risk=None` means undeclared, which is HIGH."""
+    """Register a typed function as a tool. `risk=None` means undeclared, which is HIGH; an output not
+    declared trusted is untrusted."""
 
     def decorate(func: Callable) -> Callable:
         tool_name = name or func.__name__
@@ -179,6 +186,7 @@ def tool(
                 risk=risk if risk is not None else DEFAULT_RISK,
                 idempotent=idempotent,
                 timeout_s=timeout_s,
+                trusted_output=trusted_output,
             )
         )
         return func

@@ -38,7 +38,7 @@ def _next_transaction_id(transactions: list[dict]) -> str:
     return f"TXN{(max(numbers) if numbers else 0) + 1:03d}"
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
 def search_inventory(
     keywords: Annotated[list[str], Field(description="Words to match in name or description, e.g. ['round']")] = [],  # noqa: B006
     min_price: Annotated[float | None, Field(ge=0)] = None,
@@ -61,7 +61,7 @@ def search_inventory(
     return {"count": len(items), "items": items}
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10)
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
 def get_item(item: Annotated[str, Field(min_length=1, max_length=100, description="Item id (SG001) or name")]) -> dict:
     """Get one inventory item by id or name, with its stock and price."""
     row = _find_item(item, tables.table("inventory").rows.all())
@@ -96,7 +96,7 @@ def _change_stock(item: str, delta: int):
     return row.data
 
 
-@tool(risk=Risk.HIGH, idempotent=False, timeout_s=15)
+@tool(risk=Risk.HIGH, idempotent=False, timeout_s=15, trusted_output=True)
 def purchase_item(
     item: Annotated[str, Field(min_length=1, max_length=100, description="Item id (SG001) or name")],
     quantity: Quantity,
@@ -112,7 +112,7 @@ def purchase_item(
     return {**entry, "item_id": data["item_id"], "quantity": quantity, "remaining_stock": data["quantity_in_stock"]}
 
 
-@tool(risk=Risk.HIGH, idempotent=False, timeout_s=15)
+@tool(risk=Risk.HIGH, idempotent=False, timeout_s=15, trusted_output=True)
 def return_item(
     item: Annotated[str, Field(min_length=1, max_length=100, description="Item id (SG001) or name")],
     quantity: Quantity,

@@ -8,12 +8,88 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from planning import provenance as provenance_of
+from tools import labels
+
 register = template.Library()
 
 
 @register.filter
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+# Audit actions whose generic sentence ("Gate opened", "Step s1 succeeded") would read oddly.
+EVENT_SENTENCES = {
+    "goal.submitted": "Goal submitted",
+    "plan.proposed": "The planner proposed the plan",
+    "plan.replan_proposed": "The planner proposed a replan",
+    "plan.run_started": "Run started",
+    "plan.llm_budget_spent": "The plan's LLM budget is spent",
+    "plan.aftermath_requeued": "The answer or replan was queued again",
+    "gate.opened": "{key} waits at its runtime gate",
+    "gate.approved": "{key} approved at its gate",
+    "gate.denied": "{key} denied at its gate",
+    "gate.approved_by_grant": "{key} approved by a standing grant",
+    "gate.expired": "{key}'s gate expired",
+    "gate.escalated": "{key}'s gate passed its deadline and was escalated",
+    "step.retry_requested": "A retry of {key} was requested",
+    "step.skip_requested": "Skipping {key} was requested",
+    "code.dry_run": "The dry run finished",
+    "code.dry_run_requested": "A dry run was requested",
+}
+
+
+@register.filter
+def event_sentence(event) -> str:
+    """An audit event as the activity log says it: "Step s1 succeeded", not "step.succeeded s1"."""
+    template = EVENT_SENTENCES.get(event.action)
+    key = event.step_key or ""
+    if template:
+        sentence = template.format(key=key or "the step")
+    else:
+        noun, _, verb = event.action.partition(".")
+        sentence = " ".join(part for part in (noun.capitalize(), key, verb.replace("_", " ")) if part)
+    return sentence[:1].upper() + sentence[1:]
+
+
+@register.filter(name="untrusted_arguments")
+def untrusted_arguments_filter(provenance) -> list[str]:
+    return provenance_of.untrusted_arguments(provenance)
+
+
+@register.filter
+def seconds(value: float) -> str:
+    """A duration for people: 0.4 s, 12 s, 3 min 5 s, 2 h 10 min."""
+    if value < 10:
+        return f"{value:.1f} s"
+    if value < 60:
+        return f"{value:.0f} s"
+    if value < 3600:
+        return f"{int(value // 60)} min {int(value % 60)} s"
+    return f"{int(value // 3600)} h {int(value % 3600 // 60)} min"
+
+
+@register.filter
+def untrusted_edges(edges) -> list:
+    return [edge for edge in edges if edge.untrusted]
+
+
+@register.filter
+def high_findings(findings) -> list[dict]:
+    return [finding for finding in findings or () if finding.get("severity") == "high"]
+
+
+@register.filter
+def findings_of(findings, key: str) -> list[dict]:
+    return [finding for finding in findings or () if finding.get("step") == key]
+
+
+@register.filter
+def argument_labels(step) -> list[tuple[str, object, str]]:
+    """(argument, raw value, label) for the resolved arguments of a waiting step that have a display label."""
+    found = labels.argument_labels(step.tool, step.resolved_args)
+    return [(name, step.resolved_args[name], label) for name, label in found.items()]
 
 
 @register.filter

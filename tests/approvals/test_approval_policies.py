@@ -11,7 +11,7 @@ from approvals.audit import verify
 from approvals.models import AuditEvent
 from core import jobs
 from core.errors import ServiceError
-from execution import engine
+from execution import engine, gates
 from planning import services
 from planning.models import Goal, Plan, Step
 from planning.review import plan_decision_record, valid_plan_approval
@@ -207,3 +207,39 @@ def test_a_bad_policy_is_reported_with_its_file_and_line(policy_dir):
     errors = policies.check_policies()
     assert len(errors) == 1 and errors[0].path.endswith("typo.cedar") and errors[0].line == 10
     assert "amout" in str(errors[0])
+
+
+FINANCE_DECIDES_PURCHASE_GATES = """
+@id("finance-decides-purchases")
+@reason("Only finance releases money.")
+@groups("finance")
+permit (principal, action == Action::"decide_gate", resource)
+when { resource.tool == "purchase_item" };
+
+@id("no-big-refund-gates")
+@reason("Refunds over 150 go through the finance desk, not a gate.")
+forbid (principal, action == Action::"decide_gate", resource)
+when { resource.tool == "return_item" && resource has amount && resource.amount > 150 };
+"""
+
+
+def test_a_policy_names_who_may_approve_a_gate_and_forbids_some(policy_dir, people):
+    (policy_dir / "gates.cedar").write_text(FINANCE_DECIDES_PURCHASE_GATES)
+    policies.reload()
+    plan = approve(
+        plan_of(
+            people,
+            [purchase(1), step("s2", "return_item", {"item": "Aviator", "quantity": 2, "customer_name": "Alice"})],
+        ),
+        people["bob"],
+    )
+    steps = run_until_ready(plan, people)
+    with pytest.raises(ServiceError, match="Only group finance may approve this gate"):
+        gates.gate_answer(plan_id=plan.pk, key="s1", actor=people["bob"], approve=True, gate_hash=steps["s1"].gate_hash)
+    gates.gate_answer(plan_id=plan.pk, key="s1", actor=people["erin"], approve=True, gate_hash=steps["s1"].gate_hash)
+    with pytest.raises(ServiceError, match="no-big-refund-gates does not let you approve this gate: Refunds over 150"):
+        gates.gate_answer(plan_id=plan.pk, key="s2", actor=people["erin"], approve=True, gate_hash=steps["s2"].gate_hash)
+    gates.gate_answer(
+        plan_id=plan.pk, key="s2", actor=people["bob"], approve=False, gate_hash=steps["s2"].gate_hash, comment="finance desk"
+    )
+    assert {s.key: s.status for s in Step.objects.filter(plan=plan)} == {"s1": Step.Status.QUEUED, "s2": Step.Status.SKIPPED}

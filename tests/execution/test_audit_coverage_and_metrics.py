@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from approvals import grants
 from approvals.models import ApiToken, Approval, AuditEvent
 from execution import engine
 from planning import review, services
@@ -130,7 +131,24 @@ def scenarios(people):
         body = {"risk": "high", "reason": "we treat every ticket change as irreversible"}
         return Client().patch("/api/tools/overdesk.read_ticket", body, headers=token(root), **json_post), "tool.overridden", "root"
 
+    def create_grant():
+        body = {"tool": "high_effect", "predicate": {"label": {"equals": "not-this-walk"}}, "max_uses": 2}
+        return Client().post("/api/grants", body, headers=token(bob), **json_post), "grant.created", "bob"
+
+    def revoke_grant():
+        grant = grants.grant_create(actor=bob, tool="noop", predicate={}, max_uses=1)
+        return Client().delete(f"/api/grants/{grant.pk}", headers=token(bob)), "grant.revoked", "bob"
+
+    def batch():
+        plan = approved_plan(people, [step("g", "high_effect", {"label": "batch walk"})])
+        engine.plan_run(plan_id=plan.pk, actor=alice)
+        body = [{"plan_id": plan.pk, "step_key": "g", "gate_hash": plan.steps.get(key="g").gate_hash, "approve": True}]
+        return Client().post("/api/gates/decisions", body, headers=token(bob), **json_post), "gate.approved"
+
     return {
+        ("post", "/api/gates/decisions"): batch,
+        ("post", "/api/grants"): create_grant,
+        ("delete", "/api/grants/{grant_id}"): revoke_grant,
         ("post", "/api/tool-sources"): add_tool_source,
         ("post", "/api/tool-sources/{name}/sync"): sync_tool_source,
         ("patch", "/api/tools/{tool_name}"): override_tool,

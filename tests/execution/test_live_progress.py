@@ -87,6 +87,7 @@ def test_run_gates_and_decisions_through_the_api(people, celery_worker):
             "risk": "high",
             "gate_hash": Step.objects.get(plan=plan, key="g").gate_hash,
             "goal": "Test goal",
+            "provenance": {},
         }
     ]
     assert (

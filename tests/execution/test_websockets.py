@@ -125,3 +125,31 @@ def test_a_socket_without_a_session_is_refused(asgi_server, people):
         return refused.value.response.status_code
 
     assert run_async(scenario()) == 403
+
+
+def badge_connect(asgi_server, client):
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    url = asgi_server.replace("http", "ws") + "/ws/badge/"
+    return websockets.connect(url, origin=asgi_server, additional_headers={"Cookie": cookie}, open_timeout=10)
+
+
+def test_the_nav_badge_counts_gates_for_approvers_and_refuses_everyone_else(asgi_server, people):
+    alice, bob = people
+    plan = approved_plan(people, [step("g", "high_effect", {"label": "badge"})])
+    bob_client, alice_client = logged_in(bob), logged_in(alice)
+
+    async def scenario():
+        async with badge_connect(asgi_server, bob_client) as socket:
+            before = await asyncio.wait_for(socket.recv(), timeout=10)
+            await in_thread(lambda: engine.plan_run(plan_id=plan.pk, actor=alice))
+            after = await asyncio.wait_for(socket.recv(), timeout=15)
+        # An operator cannot decide gates, so the count is not theirs to watch.
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            async with badge_connect(asgi_server, alice_client):
+                pass
+        return before, after, refused.value.response.status_code
+
+    before, after, refused = run_async(scenario())
+    assert 'id="nav-gates-badge"' in before and " hidden" in before and ">0</span>" in before
+    assert ">1</span>" in after and " hidden" not in after
+    assert refused == 403

@@ -69,13 +69,7 @@ def test_add_and_delete_steps_through_the_api(client, alice, plan):
     assert AuditEvent.objects.filter(action="plan.edited").count() == 2
 
 
-def test_api_refuses_edits_from_approvers_and_approvals_from_the_requester(client, alice, bob, plan):
-    assert (
-        client.patch(
-            f"/api/plans/{plan.pk}/steps/s1", {"revision": 1, "title": "x"}, content_type="application/json", headers=auth(bob)
-        ).status_code
-        == 403
-    )
+def test_api_refuses_approver_edits_outside_review_and_approvals_from_the_requester(client, alice, bob, plan):
     from django.contrib.auth.models import Group
 
     alice.groups.add(Group.objects.get(name="approver"))
@@ -86,6 +80,16 @@ def test_api_refuses_edits_from_approvers_and_approvals_from_the_requester(clien
         headers=auth(alice),
     )
     assert own.status_code == 403 and "Four-eyes" in own.json()["detail"]
+    approved = client.post(
+        f"/api/plans/{plan.pk}/approve",
+        {"revision": 1, "content_hash": plan.content_hash},
+        content_type="application/json",
+        headers=auth(bob),
+    )
+    assert approved.status_code == 200
+    # Once approved, an approver (who is no operator) may no longer edit it.
+    late = client.patch(f"/api/plans/{plan.pk}/steps/s1", {"revision": 1, "title": "x"}, content_type="application/json", headers=auth(bob))
+    assert late.status_code == 403 and "only while it awaits approval" in late.json()["detail"]
 
 
 def test_reject_through_the_api_needs_a_comment(client, bob, plan):

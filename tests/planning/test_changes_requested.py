@@ -23,7 +23,7 @@ def test_the_operator_sees_the_requested_changes_and_resubmits(alice, bob, alice
     assert "Changes requested" in page and "bob requested changes</strong> to revision 1: “Refund 1 pair, not 2”" in page
     assert "Resubmit for approval" in page
     inbox = alice_client.get("/?group=changes").content.decode()
-    assert "Changes requested <span class=\"count\">1</span>" in inbox and "Return sunglasses" in inbox
+    assert 'Changes requested <span class="count">1</span>' in inbox and "Return sunglasses" in inbox
 
     alice_client.post(reverse("plan_resubmit", args=[plan.pk]))
 
@@ -35,5 +35,5 @@ def test_the_operator_sees_the_requested_changes_and_resubmits(alice, bob, alice
 def test_the_running_tab_does_not_count_an_approved_plan_that_has_not_started(alice, bob, alice_client):
     approved_plan((alice, bob), [step("s1", "noop")])
     inbox = alice_client.get("/").content.decode()
-    assert "Running <span class=\"count\">0</span>" in inbox
-    assert "Approved, not started <span class=\"count\">1</span>" in inbox
+    assert 'Running <span class="count">0</span>' in inbox
+    assert 'Approved, not started <span class="count">1</span>' in inbox

@@ -75,6 +75,8 @@ def test_a_plan_of_mcp_steps_runs_on_the_worker_with_the_high_step_gated(people,
             step("close", "desk.close_ticket", {"ticket_id": "{{ steps.read.output.id }}"}, depends_on=["read"]),
             step("oops", "desk.failing_lookup", {"ticket_id": "T3"}),
         ],
+        # The desk's read_ticket is open-world (MCP's default), so preflight flags the close and asks why.
+        comment="The ticket id is checked at the gate.",
     )
     engine.plan_run(plan_id=plan.pk, actor=people[0])
     gate = wait_until(
