@@ -55,8 +55,9 @@ def test_a_live_run_raises_no_htmx_errors_in_the_console(people, new_page):
     page.goto(f"/plans/{plan.pk}/")
     page.wait_for_function("document.querySelector('[ws-connect]') && window.htmx")
     page.get_by_role("button", name="Run plan").click()
-    # Without a worker, look stays queued; the run's live updates still reach every fragment.
-    expect(page.locator("#step-live-look")).to_contain_text("Queued")
+    # The run's live updates reach the step's fragment: whether a worker started earlier in the session
+    # takes the step at once or not, it leaves Pending, and the plan is shown running (pay waits at its gate).
+    expect(page.locator("#step-live-look")).to_contain_text(re.compile("Queued|Running|Succeeded"))
     expect(page.locator("#plan-live")).to_contain_text("Running")
     page.goto("/")
     expect(page.locator("#plan-list")).to_be_visible()
