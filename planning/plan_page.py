@@ -63,7 +63,9 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         **step_controls(plan, request.user, authors),
         **approval_rules.page_context(plan, steps, request.user, dry_runs.approval_hash(plan, dry_run)),
     }
-    if can_edit:
+    # The add-step form lists every step as a possible dependency, which costs more to render than a
+    # step card on a long plan; it is fetched when the operator opens it, except on an empty plan.
+    if can_edit and not steps:
         context["add_form"] = step_form(plan, steps, key=None)
     context.update(extra)
     return context

@@ -148,9 +148,17 @@ def step_view(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
     return render(request, "planning/_step.html", {**context, "step": step})
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def step_add(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
+    if request.method == "GET":
+        # The empty form, fetched when "Add a step" is opened (or as a page of its own without htmx).
+        if request.htmx:
+            form = plan_page.step_form(plan, list(plan.steps.all()), key=None)
+            return render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": None})
+        context = plan_page.plan_context(request, plan)
+        context["add_form"] = plan_page.step_form(plan, context["steps"], key=None)
+        return render(request, "planning/plan_detail.html", context)
     form = plan_page.step_form(plan, list(plan.steps.all()), key=None, data=request.POST)
     if not form.is_valid():
         response = render(request, "planning/_step_form.html", {"plan": plan, "form": form, "key": None}, status=422)

@@ -19,6 +19,30 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+def _flush_retrying_deadlocks():
+    """A transactional test ends with TRUNCATE of every table. The ASGI server may still be answering the
+    closed page's last request (a status poll, a websocket render): one SELECT joining tables takes their
+    locks one by one, TRUNCATE takes them in its own order, and PostgreSQL breaks the deadlock by aborting
+    one side. When it aborts the flush, flushing again succeeds once the request is done."""
+    from django.core.management.commands import flush
+    from django.db import OperationalError
+
+    handle = flush.Command.handle
+
+    def handle_retrying(self, **options):
+        for attempt in range(5):
+            try:
+                return handle(self, **options)
+            except Exception as error:  # CommandError wrapping the OperationalError
+                if attempt == 4 or not isinstance(error.__cause__, OperationalError) or "deadlock" not in str(error.__cause__):
+                    raise
+
+    flush.Command.handle = handle_retrying
+
+
+_flush_retrying_deadlocks()
+
+
 def make_user(username: str, role: str | None) -> User:
     """The user (the demo data may already hold one of that name), in the role's group."""
     user = User.objects.filter(username=username).first() or User.objects.create_user(

@@ -303,3 +303,29 @@ def test_plan_page_query_count_does_not_grow_with_steps(alice_client, alice, dja
     with django_assert_max_num_queries(len(small_queries)):
         response = alice_client.get(reverse("plan_detail", args=[large.pk]))
     assert response.content.decode().count('class="step') >= 100
+
+
+def test_the_add_step_form_is_fetched_when_opened_and_lists_every_step_as_a_dependency(alice_client, plan):
+    page = alice_client.get(reverse("plan_detail", args=[plan.pk])).content.decode()
+    # The page carries the trigger, not the form with a checkbox per step (costly on a long plan).
+    assert "Add a step" in page and 'name="step-new-depends_on"' not in page
+    assert f'hx-get="{reverse("step_add", args=[plan.pk])}"' in page
+    form = alice_client.get(reverse("step_add", args=[plan.pk]), headers=HTMX)
+    body = form.content.decode()
+    assert form.status_code == 200 and 'id="step-new"' in body
+    assert all(f'name="step-new-depends_on" value="{key}"' in body for key in ("s1", "s2", "s3"))
+    assert f'name="step-new-revision" value="{plan.revision}"' in body
+
+
+def test_without_htmx_the_add_step_link_opens_the_plan_page_with_the_form(alice_client, plan):
+    page = alice_client.get(reverse("step_add", args=[plan.pk])).content.decode()
+    assert '<details class="add-step" id="add-step-details" open>' in page and 'name="step-new-title"' in page
+
+
+def test_an_auditor_gets_no_add_step_form(carol, plan):
+    from django.test import Client
+
+    from tests.conftest import client_for
+
+    response = client_for(Client, carol).get(reverse("step_add", args=[plan.pk]), headers=HTMX)
+    assert response.status_code == 403 and 'name="step-new-title"' not in response.content.decode()
