@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import threading
+import uuid
 
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -31,7 +32,17 @@ class _Batch:
 
     def add(self, plan_id: int, steps, log_line: str | None, all_steps: bool) -> None:
         event = self.events.setdefault(
-            plan_id, {"type": "plan.changed", "plan_id": plan_id, "steps": [], "all": False, "logs": [], "at": timezone.now().isoformat()}
+            plan_id,
+            # The id lets every subscriber with the same controls share one rendering of this event.
+            {
+                "type": "plan.changed",
+                "id": uuid.uuid4().hex,
+                "plan_id": plan_id,
+                "steps": [],
+                "all": False,
+                "logs": [],
+                "at": timezone.now().isoformat(),
+            },
         )
         event["steps"].extend(key for key in steps if key not in event["steps"])
         event["all"] = event["all"] or all_steps

@@ -45,7 +45,11 @@ class PlanConsumer(AsyncWebsocketConsumer):
 
     async def plan_changed(self, event):
         refusal, fragment = await self._render(
-            steps=event.get("steps", []), everything=event.get("all", False), logs=event.get("logs", []), at=event.get("at")
+            steps=event.get("steps", []),
+            everything=event.get("all", False),
+            logs=event.get("logs", []),
+            at=event.get("at"),
+            event_id=event.get("id"),
         )
         if refusal:
             await self.channel_layer.group_discard(plan_group(self.plan_id), self.channel_name)
@@ -63,7 +67,7 @@ class PlanConsumer(AsyncWebsocketConsumer):
         return user if user.is_authenticated else None
 
     @database_sync_to_async
-    def _render(self, *, steps=(), everything=False, logs=(), at=None) -> tuple[int | None, str]:
+    def _render(self, *, steps=(), everything=False, logs=(), at=None, event_id=None) -> tuple[int | None, str]:
         user = self._current_user()
         if user is None:
             return SESSION_GONE, ""
@@ -71,7 +75,7 @@ class PlanConsumer(AsyncWebsocketConsumer):
             plan = get_plan_for_user(user, self.plan_id)
         except (PermissionDenied, Http404):
             return NOT_ALLOWED, ""
-        return None, render_plan_fragments(plan, user, step_keys=None if everything else steps, logs=logs, at=at)
+        return None, render_plan_fragments(plan, user, step_keys=None if everything else steps, logs=logs, at=at, event_id=event_id)
 
 
 class InboxConsumer(PlanConsumer):

@@ -1,5 +1,8 @@
 """The fragments that make the plan page live: swapped in place by the htmx ws extension (hx-swap-oob)."""
 
+import threading
+from collections import OrderedDict
+
 from django.template.loader import render_to_string
 from django.utils.dateparse import parse_datetime
 
@@ -42,9 +45,43 @@ def render_gates_badge(user) -> str:
     return render_to_string("planning/_gates_badge.html", {"count": waiting_gates().count(), "oob": True})
 
 
-def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None) -> str:
-    steps = list(plan.steps.all())
+class _Renderings:
+    """The fragments of recent events, by event and by what a viewer's controls are. Fragments are
+    rendered without a request (no user, no CSRF token in them): two viewers with the same controls get
+    the same bytes, so an event watched by twenty people is rendered once per kind of viewer in a process,
+    not twenty times. Each viewer's permission is still checked before it is sent anything."""
+
+    def __init__(self, size: int = 256):
+        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            return self.items.get(key)
+
+    def put(self, key, value: str) -> None:
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+renderings = _Renderings()
+
+
+def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None, event_id: str | None = None) -> str:
     authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
+    controls = step_controls(plan, user, authors)
+    key = (plan.pk, event_id, tuple(sorted(controls.items()))) if event_id else None
+    if key is not None and (cached := renderings.get(key)) is not None:
+        return cached
+    html = _render_plan_fragments(plan, controls, step_keys=step_keys, logs=logs, at=at)
+    if key is not None:
+        renderings.put(key, html)
+    return html
+
+
+def _render_plan_fragments(plan: Plan, controls: dict, *, step_keys, logs, at) -> str:
+    steps = list(plan.steps.all())
     shown = steps if step_keys is None else [s for s in steps if s.key in set(step_keys)]
     context = {
         "plan": plan,
@@ -57,6 +94,6 @@ def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str 
         # The graph's nodes carry step statuses, so it is redrawn whole with every change.
         "graph": plan_graph(steps) if steps else None,
         "proposal_changes": changes_since_proposal(list(plan.revisions.select_related("author").order_by("number"))),
-        **step_controls(plan, user, authors),
+        **controls,
     }
     return render_to_string("planning/_live_update.html", context)
