@@ -63,7 +63,8 @@ def test_the_step_editor_picker_lists_mcp_tools_by_source_with_their_risk(desk, 
         planner="human",
         reason="t",
     )
-    page = alice_client.get(f"/plans/{plan.pk}/").content.decode()
+    # The picker is in the add-step form, fetched when "Add a step" is opened.
+    page = alice_client.get(f"/plans/{plan.pk}/steps/new/", headers={"HX-Request": "true"}).content.decode()
     assert 'optgroup label="Source: desk"' in page and "desk.close_ticket (HIGH)" in page and "desk.read_ticket (LOW)" in page
 
 
