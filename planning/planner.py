@@ -404,32 +404,34 @@ class Alternatives:
     dropped: list[str]
 
 
-def draft_alternatives(goal_text: str, count: int, *, planner: str | None = None) -> Alternatives:
-    """Up to `count` plans that differ in strategy. The LLM is asked for each in turn, shown the ones
-    already drafted; an answer with the same structure as an earlier one is dropped, not kept as a
-    second choice that is not one. Without an LLM, the best-matching playbooks stand in."""
+def draft_alternatives(goal_text: str, count: int, *, planner: str | None = None, known: list[list[dict]] = ()) -> Alternatives:
+    """Up to `count` plans that differ in strategy from each other and from `known` (the goal's drafts
+    already on the table). The LLM is asked for each in turn, shown the ones before it; an answer with the
+    same structure as an earlier one is dropped, not kept as a second choice that is not one. Without an
+    LLM, the best-matching playbooks stand in."""
     count = max(1, min(count, MAX_ALTERNATIVES))
     choice = planner or (Plan.Planner.LLM if llm.is_configured() else Plan.Planner.PLAYBOOK)
     if choice == Plan.Planner.PLAYBOOK:
-        return _playbook_alternatives(goal_text, count)
+        return _playbook_alternatives(goal_text, count, known)
     drafts: list[Draft] = []
     dropped: list[str] = []
     for number in range(1, count + 1):
+        earlier = [*known, *(draft.steps for draft in drafts)]
         try:
-            draft = _llm_rounds(_alternative_messages(goal_text, number, count, drafts), purpose="alternative")
+            draft = _llm_rounds(_alternative_messages(goal_text, number, count, earlier), purpose="alternative")
         except PlanningFailed as failure:
             if not drafts:
                 raise
             dropped.append(f"alternative {number}: {failure}")
             continue
-        if any(plan_structure(draft.steps) == plan_structure(earlier.steps) for earlier in drafts):
+        if any(plan_structure(draft.steps) == plan_structure(steps) for steps in earlier):
             dropped.append(f"alternative {number}: the same tools and arguments as an earlier one")
             continue
         drafts.append(draft)
     return Alternatives(drafts=drafts, dropped=dropped)
 
 
-def _alternative_messages(goal_text: str, number: int, count: int, earlier: list[Draft]) -> list[dict]:
+def _alternative_messages(goal_text: str, number: int, count: int, earlier: list[list[dict]]) -> list[dict]:
     ask = (
         f"Goal: {goal_text}\n\nThis is alternative {number} of {count}. Operators will compare the alternatives side by side "
         "and choose one, so each must take a genuinely different strategy (other tools, another order, extra checks, "
@@ -439,14 +441,14 @@ def _alternative_messages(goal_text: str, number: int, count: int, earlier: list
         ask += (
             "\nPlans already proposed (JSON), which yours must differ from in its tools or structure:\n"
             + json.dumps(
-                [[{k: step[k] for k in ("key", "tool", "args", "depends_on")} for step in draft.steps] for draft in earlier],
+                [[{k: step.get(k) for k in ("key", "tool", "args", "depends_on")} for step in steps] for steps in earlier],
                 ensure_ascii=False,
             )[:20_000]
         )
     return [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": ask}]
 
 
-def _playbook_alternatives(goal_text: str, count: int) -> Alternatives:
+def _playbook_alternatives(goal_text: str, count: int, known: list[list[dict]]) -> Alternatives:
     slot_words = _slot_words()
     ranked = sorted(
         ((similarity(goal_text, playbook.goal_text, slot_words), playbook) for playbook in Playbook.objects.all()),
@@ -463,10 +465,12 @@ def _playbook_alternatives(goal_text: str, count: int) -> Alternatives:
         except PlanInvalid:
             dropped.append(f"playbook {playbook.name}: does not fit this goal")
             continue
-        if any(plan_structure(steps) == plan_structure(earlier.steps) for earlier in drafts):
+        if any(plan_structure(steps) == plan_structure(earlier) for earlier in [*known, *(draft.steps for draft in drafts)]):
             dropped.append(f"playbook {playbook.name}: the same tools and arguments as an earlier one")
             continue
         drafts.append(Draft(steps=steps, planner=Plan.Planner.PLAYBOOK, source=f"Playbook: {playbook.name} (match {score:.0%})"))
+    if not drafts and dropped and known:
+        raise PlanningFailed("Every playbook that resembles this goal is already among its alternatives.")
     if not drafts:
         raise PlanningFailed(
             "No playbook resembles this goal. Configure an LLM (OPENAI_BASE_URL / OPENAI_API_KEY) or save a similar approved plan as a playbook."

@@ -441,7 +441,10 @@ def _alternatives_generate(plan: Plan) -> Plan:
     same goal, each validated, preflighted, estimated and scored, and none approvable until chosen."""
     try:
         with usage.metered(plan.pk):
-            found = planner.draft_alternatives(plan.goal.text, plan.alternatives_requested, planner=plan.requested_planner or None)
+            known = _open_alternatives(plan)
+            found = planner.draft_alternatives(
+                plan.goal.text, plan.alternatives_requested, planner=plan.requested_planner or None, known=known
+            )
     except planner.PlanningFailed as failure:
         return _planning_failed(plan.pk, str(failure))
     with transaction.atomic():
@@ -454,7 +457,10 @@ def _alternatives_generate(plan: Plan) -> Plan:
             )
             for _ in found.drafts[1:]
         ]
-        proposed = [_write_alternative(row, draft, alone=len(found.drafts) == 1) for row, draft in zip(rows, found.drafts, strict=True)]
+        proposed = [
+            _write_alternative(row, draft, alone=len(found.drafts) == 1 and not known)
+            for row, draft in zip(rows, found.drafts, strict=True)
+        ]
         audit.record(
             action="plan.alternatives_proposed",
             plan_id=first.pk,
@@ -462,6 +468,12 @@ def _alternatives_generate(plan: Plan) -> Plan:
         )
     first.refresh_from_db()
     return first
+
+
+def _open_alternatives(plan: Plan) -> list[list[dict]]:
+    """The goal's drafts still waiting to be chosen: new alternatives must differ from them too."""
+    others = plan.goal.plans.filter(status=Plan.Status.ALTERNATIVE).exclude(pk=plan.pk).prefetch_related("steps")
+    return [plan_content(other.steps.all()) for other in others]
 
 
 def _write_alternative(plan: Plan, draft: planner.Draft, *, alone: bool) -> dict:

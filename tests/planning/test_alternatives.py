@@ -127,3 +127,41 @@ def test_without_an_llm_the_best_matching_playbooks_are_the_alternatives(alice_c
     assert len(plans) >= 2 and all(p.planner_source.startswith("Playbook:") for p in plans)
     assert len({p.planner_source for p in plans}) == len(plans)
     assert all(p.status == Plan.Status.ALTERNATIVE for p in plans)
+
+
+def test_the_plan_page_shows_the_alternatives_side_by_side_with_choose_buttons_for_operators_only(alice_client, bob_client, fake_openai):
+    goal_id, goal = drafted(alice_client, fake_openai)
+    plan_id = goal["alternatives"][0]["plan_id"]
+    page = alice_client.get(f"/plans/{plan_id}/").content.decode()
+    assert page.count('class="alternative status-alternative') == 2 and page.count(">Choose plan ") == 2
+    assert "notify_on_call" in page and "no preflight findings" in page.lower()
+    approver_page = bob_client.get(f"/plans/{plan_id}/").content.decode()
+    assert 'id="alternatives"' in approver_page and ">Choose plan " not in approver_page
+    assert bob_client.post(f"/goals/{goal_id}/choose/", {"plan_id": plan_id}).status_code == 403
+    chosen = alice_client.post(f"/goals/{goal_id}/choose/", {"plan_id": plan_id})
+    assert chosen.status_code == 302 and chosen["Location"] == f"/plans/{plan_id}/"
+    assert Plan.objects.get(pk=plan_id).status == Plan.Status.AWAITING_APPROVAL
+
+
+def test_draft_alternatives_on_a_plan_compares_it_with_new_drafts(alice_client, fake_openai):
+    fake_openai.reply(json.dumps(COMPARE_THEN_NOTIFY))
+    created = alice_client.post("/api/goals", {"text": GOAL, "planner": "llm"}, content_type="application/json").json()
+    services.plan_generate(plan_id=created["plan_id"])
+    response = alice_client.post(f"/plans/{created['plan_id']}/alternatives/", {"count": "2"})
+    drafting = Plan.objects.exclude(pk=created["plan_id"]).get()
+    assert response.status_code == 302 and response["Location"] == f"/plans/{drafting.pk}/"
+    assert Plan.objects.get(pk=created["plan_id"]).status == Plan.Status.ALTERNATIVE
+    fake_openai.reply(json.dumps(REPORT_ONLY))
+    fake_openai.reply(json.dumps(REWORDED))
+    services.plan_generate(plan_id=drafting.pk)
+    goal = alice_client.get(f"/api/goals/{created['goal_id']}").json()
+    assert len(goal["alternatives"]) == 2 and {a["status"] for a in goal["alternatives"]} == {"alternative"}
+    assert "same tools and arguments" in AuditEvent.objects.get(action="plan.alternatives_proposed").data["dropped"][0], (
+        "a draft like the plan already on the table is dropped too"
+    )
+    assert (
+        "Count open tickets" in fake_openai.requests[1]["body"]["messages"][-1]["content"]
+        or "count_open_tickets" in (fake_openai.requests[1]["body"]["messages"][-1]["content"])
+    )
+    assert alice_client.post(f"/plans/{drafting.pk}/alternatives/", {"count": "9"}).status_code == 302
+    assert Plan.objects.count() == 2, "an impossible count drafts nothing"
