@@ -57,6 +57,8 @@ def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str 
         # The graph's nodes carry step statuses, so it is redrawn whole with every change.
         "graph": plan_graph(steps) if steps else None,
         "proposal_changes": changes_since_proposal(list(plan.revisions.select_related("author").order_by("number"))),
+        # Called by the template only where the answer is rendered, so a step's update costs no query.
+        "facts": plan.facts.all,
         **step_controls(plan, user, authors),
     }
     return render_to_string("planning/_live_update.html", context)

@@ -9,7 +9,6 @@ import pytest
 from playwright.sync_api import expect
 
 from approvals.models import AuditEvent
-from execution import engine
 from planning.models import Plan
 from tests.conftest import BIN, ROOT, make_user, stop_process, subprocess_env, wait_until
 from tests.fixtures.plans import approved_plan, step
@@ -113,11 +112,14 @@ def test_the_run_shows_its_facts_ledger_and_an_answer_citing_steps(people, celer
     fake.reply("The report finds 3 overdue refunds.")
     fake.reply("3 refunds are overdue [s2]; aviators are in stock [s1].")
     plan = approved_plan(people, [step("s1", "search_inventory", {"keywords": ["aviator"]}), step("s2", "long_report")])
-    engine.plan_run(plan_id=plan.pk, actor=people[0])
-    wait_until(lambda: Plan.objects.get(pk=plan.pk).answer_text, timeout=30, message="the answer")
     page = new_page("alice", PASSWORD)
     page.goto(f"/plans/{plan.pk}/")
+    expect(page.locator("#ledger-live")).to_be_attached()
+    expect(page.locator("#ledger")).to_have_count(0)
+    page.get_by_role("button", name="Run plan").click()
+    # The ledger arrives over the websocket with the answer, without a reload.
     ledger = page.locator("#ledger")
+    expect(ledger).to_be_visible(timeout=30_000)
     expect(ledger.locator("li")).to_have_count(2)
     expect(ledger.locator("#fact-s2")).to_contain_text("The report finds 3 overdue refunds.")
     expect(ledger.locator("#fact-s1")).to_contain_text("matching item(s)")
@@ -125,3 +127,5 @@ def test_the_run_shows_its_facts_ledger_and_an_answer_citing_steps(people, celer
     expect(citation).to_have_attribute("href", "#step-s2")
     citation.click()
     assert page.url.endswith("#step-s2")
+    page.reload()
+    expect(page.locator("#ledger li")).to_have_count(2)
