@@ -144,3 +144,24 @@ def test_the_sub_plan_arrives_from_the_worker_like_a_replan(alice, bob, alice_cl
     assert list(steps_of(plan.pk)) == ["s4", "s5", "s2", "s3"]
     page = alice_client.get(f"/plans/{plan.pk}/").content.decode()
     assert "Step s1 was decomposed into a sub-plan" in page
+
+
+def test_the_decompose_button_refuses_a_stale_page_with_a_conflict_message(alice, bob, alice_client, fake_openai):
+    plan = reviewed_plan(alice, bob)
+    page = alice_client.get(f"/plans/{plan.pk}/").content.decode()
+    assert 'aria-label="Decompose step s1"' in page
+    response = alice_client.post(f"/plans/{plan.pk}/steps/s1/decompose/", {"revision": plan.revision - 1}, headers={"HX-Request": "true"})
+    assert response.status_code == 409 and "revision 1 is current" in response.content.decode()
+    accepted = alice_client.post(f"/plans/{plan.pk}/steps/s1/decompose/", {"revision": plan.revision}, headers={"HX-Request": "true"})
+    assert accepted.status_code == 200 and "The planner is decomposing s1" in accepted.content.decode()
+    assert AuditEvent.objects.filter(action="plan.decompose_requested", actor_name="alice", step_key="s1").count() == 1
+
+
+def test_the_decomposed_revision_is_shown_as_changes_since_the_proposal(alice, bob, alice_client, bob_client, fake_openai):
+    plan = reviewed_plan(alice, bob)
+    fake_openai.reply(json.dumps(CHAIN))
+    decompose(alice_client, plan)
+    services.step_decompose_perform(plan_id=plan.pk, key="s1", revision=plan.revision, actor_id=alice.pk)
+    page = bob_client.get(f"/plans/{plan.pk}/").content.decode()
+    changes = page[page.index('id="proposal-changes"') :]
+    assert "s1" in changes and "s4" in changes and "s5" in changes and "alice" in changes
