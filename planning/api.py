@@ -140,6 +140,24 @@ def delete_step(request, plan_id: int, key: str, revision: int):
     return _edited(request, plan_id, lambda: services.step_delete(plan_id=plan_id, actor=request.user, revision=revision, key=key))
 
 
+class AlternativesIn(Schema):
+    count: int = Field(ge=2, le=4, description="How many more drafts to ask for")
+
+
+@router.post(
+    "/plans/{plan_id}/alternatives",
+    response={202: GoalCreated, 403: Error, 404: Error, 409: Error, 422: Error},
+    summary="Draft alternatives to this plan: it joins the comparison and a new plan drafts `count` more",
+)
+def draft_alternatives(request, plan_id: int, payload: AlternativesIn):
+    get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        drafting = services.alternatives_request(plan_id=plan_id, actor=request.user, count=payload.count)
+    except ServiceError as error:
+        return error_response(error)
+    return Status(202, {"goal_id": drafting.goal_id, "plan_id": drafting.pk, "status": drafting.status})
+
+
 class DecomposeIn(Schema):
     revision: int
 

@@ -404,12 +404,12 @@ class Alternatives:
     dropped: list[str]
 
 
-def draft_alternatives(goal_text: str, count: int, *, planner: str | None = None, known: list[list[dict]] = ()) -> Alternatives:
+def draft_alternatives(goal_text: str, count: int, *, planner: str | None = None, known: list[list[dict]] | None = None) -> Alternatives:
     """Up to `count` plans that differ in strategy from each other and from `known` (the goal's drafts
     already on the table). The LLM is asked for each in turn, shown the ones before it; an answer with the
     same structure as an earlier one is dropped, not kept as a second choice that is not one. Without an
     LLM, the best-matching playbooks stand in."""
-    count = max(1, min(count, MAX_ALTERNATIVES))
+    count, known = max(1, min(count, MAX_ALTERNATIVES)), known or []
     choice = planner or (Plan.Planner.LLM if llm.is_configured() else Plan.Planner.PLAYBOOK)
     if choice == Plan.Planner.PLAYBOOK:
         return _playbook_alternatives(goal_text, count, known)

@@ -161,7 +161,14 @@ def scenarios(people):
             )
         return response, "plan.decompose_requested"
 
+    def draft_alternatives():
+        plan = awaiting(people)
+        return Client().post(
+            f"/api/plans/{plan.pk}/alternatives", {"count": 2}, headers=token(alice), **json_post
+        ), "plan.alternatives_requested"
+
     return {
+        ("post", "/api/plans/{plan_id}/alternatives"): draft_alternatives,
         ("post", "/api/goals/{goal_id}/choose"): choose,
         ("post", "/api/plans/{plan_id}/steps/{key}/decompose"): decompose,
         ("post", "/api/gates/decisions"): batch,

@@ -165,3 +165,20 @@ def test_draft_alternatives_on_a_plan_compares_it_with_new_drafts(alice_client, 
     )
     assert alice_client.post(f"/plans/{drafting.pk}/alternatives/", {"count": "9"}).status_code == 302
     assert Plan.objects.count() == 2, "an impossible count drafts nothing"
+
+
+def test_the_api_drafts_alternatives_to_an_existing_plan(alice_client, bob_client, fake_openai):
+    fake_openai.reply(json.dumps(COMPARE_THEN_NOTIFY))
+    created = alice_client.post("/api/goals", {"text": GOAL, "planner": "llm"}, content_type="application/json").json()
+    services.plan_generate(plan_id=created["plan_id"])
+    url = f"/api/plans/{created['plan_id']}/alternatives"
+    assert bob_client.post(url, {"count": 2}, content_type="application/json").status_code == 403
+    assert alice_client.post(url, {"count": 7}, content_type="application/json").status_code == 422
+    response = alice_client.post(url, {"count": 2}, content_type="application/json")
+    assert response.status_code == 202 and response.json()["status"] == "planning"
+    assert alice_client.post(url, {"count": 2}, content_type="application/json").status_code == 409, "one drafting at a time"
+    fake_openai.reply(json.dumps(REPORT_ONLY))
+    fake_openai.reply(json.dumps(REWORDED))
+    services.plan_generate(plan_id=response.json()["plan_id"])
+    alternatives = alice_client.get(f"/api/goals/{created['goal_id']}").json()["alternatives"]
+    assert {a["plan_id"] for a in alternatives} == {created["plan_id"], response.json()["plan_id"]}
