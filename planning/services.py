@@ -616,6 +616,8 @@ def step_decompose_request(*, plan_id: int, actor, revision: int, key: str) -> P
         if dry_runs.is_code_plan(plan):
             raise ServiceError("A code plan has one step of code; edit the code instead.", status=422)
         _find(plan_content(plan.steps.all()), key)
+        if plan.steps.filter(key=key, status=Step.Status.SUCCEEDED).exists():
+            raise ServiceError(f"{key} already ran and its output is kept; decompose a step still to run.", status=409)
         audit.record(action="plan.decompose_requested", actor=actor, plan_id=plan.pk, step_key=key, data={"revision": revision})
         broadcast.announce(plan.pk, log=f"Decomposing {key}: the planner is drafting its sub-plan.")
         jobs.enqueue("planning.tasks.step_decompose_task", plan.pk, key, revision, actor.pk)

@@ -108,6 +108,14 @@ def test_a_stale_forged_or_unauthorised_decompose_request_is_refused_and_changes
     assert Plan.objects.get(pk=plan.pk).revision == plan.revision and not fake_openai.requests
 
 
+def test_a_step_that_already_ran_before_a_replan_is_not_decomposed(alice, bob, alice_client, fake_openai):
+    plan = reviewed_plan(alice, bob)
+    plan.steps.filter(key="s1").update(status="succeeded", output=12)
+    response = decompose(alice_client, plan)
+    assert response.status_code == 409 and "already ran" in response.json()["detail"]
+    assert not AuditEvent.objects.filter(action="plan.decompose_requested").exists()
+
+
 def test_decomposing_needs_an_llm(alice, bob, alice_client, no_llm):
     plan = reviewed_plan(alice, bob)
     response = decompose(alice_client, plan)
