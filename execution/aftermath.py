@@ -9,7 +9,7 @@ from django.db import transaction
 from approvals import audit
 from core import llm
 from execution.failpoints import failpoint
-from planning import broadcast, planner, usage
+from planning import broadcast, ledger, planner, usage
 from planning.diff import diff_contents
 from planning.models import FINISHED_STATUSES, Plan, Step, plan_content
 from planning.services import write_revision
@@ -33,13 +33,14 @@ def replan(plan_id: int) -> Plan:
     remaining = [s for s in steps if s.status != Step.Status.SUCCEEDED]
     failures = [{"key": s.key, "tool": s.tool, "error": s.error} for s in steps if s.status == Step.Status.FAILED]
     source, draft = "retry of the remaining steps", None
+    facts = ledger.ledger_complete(plan.pk)
     if llm.is_configured():
         try:
             with usage.metered(plan.pk):
                 draft = planner.draft_replan(
                     plan.goal.text,
                     kept=plan_content(kept),
-                    outputs={s.key: s.output for s in kept},
+                    facts=ledger.ledger_payload(facts),
                     failures=failures,
                     remaining=plan_content(remaining),
                 )
@@ -104,21 +105,27 @@ def compose_answer(plan_id: int) -> Plan:
     plan = Plan.objects.select_related("goal").get(pk=plan_id)
     if plan.status not in FINISHED_STATUSES or plan.answer_text:
         return plan
-    steps = list(plan.steps.all())
-    summary = _summary(steps)
+    facts = ledger.ledger_complete(plan.pk)
+    summary = ledger.ledger_lines(facts) or _summary(list(plan.steps.all()))
     answer, source = f"Plan {plan.get_status_display().lower()}.\n{summary}", "summary"
     if llm.is_configured():
-        prompt = f"Goal: {plan.goal.text}\nThe plan {plan.status}. Step results:\n{summary}\nAnswer the goal for the operator in one or two sentences. Plain text."
+        prompt = (
+            f"Goal: {plan.goal.text}\nThe plan {plan.status}. Facts ledger, one line per finished step:\n{summary}\n"
+            "Answer the goal for the operator in one or two sentences, from these facts only. Cite the steps each claim "
+            "relies on by their key in square brackets, e.g. [s1]. Plain text."
+        )
         try:
             with usage.metered(plan.pk):
                 answer, source = llm.generate_text(prompt, max_tokens=300, purpose="answer").strip() or answer, "llm"
         except llm.LLMError as error:
             log.warning("Answer for plan %s falls back to a summary: %s", plan_id, error)
+    answer, cited = ledger.citations(answer, facts)
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         plan.answer_text = answer[:10_000]
         plan.save(update_fields=["answer_text", "updated_at"])
-        audit.record(action="plan.answered", plan_id=plan.pk, data={"source": source, "chars": len(plan.answer_text)})
+        data = {"source": source, "chars": len(plan.answer_text), "cites": cited, "facts": len(facts)}
+        audit.record(action="plan.answered", plan_id=plan.pk, data=data)
         broadcast.announce(plan.pk, log="Answer written.")
         failpoint("during_answer")
     return plan

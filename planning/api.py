@@ -9,8 +9,8 @@ from core.errors import ServiceError
 from core.roles import user_can
 from planning import review, services
 from planning.models import Plan
-from planning.permissions import get_plan_for_user
-from planning.serializers import EDIT_RESPONSES, Error, PlanOut, error_response, plan_out
+from planning.permissions import get_goal_for_user, get_plan_for_user
+from planning.serializers import EDIT_RESPONSES, EditError, Error, GoalOut, PlanOut, error_response, goal_out, plan_out
 
 router = Router()
 
@@ -21,6 +21,7 @@ class GoalIn(Schema):
     planner: Literal["", "llm", "playbook"] = ""
     budget_usd: float | None = Field(default=None, gt=0, le=1_000_000, description="This plan's LLM budget in USD")
     budget_tokens: int | None = Field(default=None, gt=0, le=2_000_000_000, description="This plan's LLM budget in tokens")
+    alternatives: int = Field(default=1, ge=1, le=4, description="How many distinct plans to draft for the operator to choose from")
 
 
 class GoalCreated(Schema):
@@ -40,8 +41,32 @@ def create_goal(request, payload: GoalIn):
         planner_choice=payload.planner,
         budget_usd=payload.budget_usd,
         budget_tokens=payload.budget_tokens,
+        alternatives=payload.alternatives,
     )
     return Status(201, {"goal_id": plan.goal_id, "plan_id": plan.pk, "status": plan.status})
+
+
+@router.get("/goals/{goal_id}", response={200: GoalOut, 403: Error, 404: Error}, summary="A goal with its plans and alternatives")
+def get_goal(request, goal_id: int):
+    return goal_out(get_goal_for_user(request.user, goal_id))
+
+
+class ChooseIn(Schema):
+    plan_id: int
+
+
+@router.post(
+    "/goals/{goal_id}/choose",
+    response={200: GoalOut, 403: Error, 404: Error, 409: Error, 422: Error},
+    summary="Choose one alternative as the goal's plan; the others become superseded",
+)
+def choose_alternative(request, goal_id: int, payload: ChooseIn):
+    get_goal_for_user(request.user, goal_id, need="edit")
+    try:
+        services.alternative_choose(goal_id=goal_id, plan_id=payload.plan_id, actor=request.user)
+    except ServiceError as error:
+        return error_response(error)
+    return goal_out(get_goal_for_user(request.user, goal_id))
 
 
 @router.get("/plans/{plan_id}", response={200: PlanOut, 403: Error, 404: Error}, summary="A plan with its steps and approvals")
@@ -113,6 +138,49 @@ def update_step(request, plan_id: int, key: str, payload: StepPatch):
 @router.delete("/plans/{plan_id}/steps/{key}", response=EDIT_RESPONSES, summary="Delete a step (makes a new revision)")
 def delete_step(request, plan_id: int, key: str, revision: int):
     return _edited(request, plan_id, lambda: services.step_delete(plan_id=plan_id, actor=request.user, revision=revision, key=key))
+
+
+class AlternativesIn(Schema):
+    count: int = Field(ge=2, le=4, description="How many more drafts to ask for")
+
+
+@router.post(
+    "/plans/{plan_id}/alternatives",
+    response={202: GoalCreated, 403: Error, 404: Error, 409: Error, 422: Error},
+    summary="Draft alternatives to this plan: it joins the comparison and a new plan drafts `count` more",
+)
+def draft_alternatives(request, plan_id: int, payload: AlternativesIn):
+    get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        drafting = services.alternatives_request(plan_id=plan_id, actor=request.user, count=payload.count)
+    except ServiceError as error:
+        return error_response(error)
+    return Status(202, {"goal_id": drafting.goal_id, "plan_id": drafting.pk, "status": drafting.status})
+
+
+class DecomposeIn(Schema):
+    revision: int
+
+
+class Accepted(Schema):
+    plan_id: int
+    revision: int
+    detail: str
+
+
+@router.post(
+    "/plans/{plan_id}/steps/{key}/decompose",
+    response={202: Accepted, 403: Error, 404: Error, 409: EditError, 422: EditError},
+    summary="Ask the planner to break a step into a sub-plan; it arrives as a new revision, like a replan",
+)
+def decompose_step(request, plan_id: int, key: str, payload: DecomposeIn):
+    get_plan_for_user(request.user, plan_id, need="edit_steps")
+    try:
+        plan = services.step_decompose_request(plan_id=plan_id, actor=request.user, revision=payload.revision, key=key)
+    except ServiceError as error:
+        return error_response(error)
+    detail = f"The planner is decomposing {key}; its sub-plan arrives as revision {plan.revision + 1}, which needs approval."
+    return Status(202, {"plan_id": plan.pk, "revision": plan.revision, "detail": detail})
 
 
 def _plan_decision(request, plan_id: int, payload: DecisionIn, decision: str):

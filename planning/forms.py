@@ -20,6 +20,13 @@ class GoalForm(forms.Form):
     mode = forms.ChoiceField(
         label="Plan as", required=False, choices=[("steps", "Steps (tool calls)"), ("code", "Code (sandboxed Python, needs an LLM)")]
     )
+    alternatives = forms.TypedChoiceField(
+        label="Drafts",
+        required=False,
+        coerce=int,
+        empty_value=1,
+        choices=[(1, "One plan"), (2, "2 alternatives"), (3, "3 alternatives"), (4, "4 alternatives")],
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

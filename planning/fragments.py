@@ -94,6 +94,8 @@ def _render_plan_fragments(plan: Plan, controls: dict, *, step_keys, logs, at) -
         # The graph's nodes carry step statuses, so it is redrawn whole with every change.
         "graph": plan_graph(steps) if steps else None,
         "proposal_changes": changes_since_proposal(list(plan.revisions.select_related("author").order_by("number"))),
+        # Called by the template only where the answer is rendered, so a step's update costs no query.
+        "facts": plan.facts.all,
         **controls,
     }
     return render_to_string("planning/_live_update.html", context)

@@ -47,12 +47,16 @@ class Plan(models.Model):
         SUPERSEDED = "superseded", "Superseded"
         # Nobody decided before the final approval deadline (issue 16): never recorded as a rejection.
         EXPIRED = "expired", "Expired"
+        # One of several drafts for a goal, waiting for an operator to choose it: never approvable or
+        # runnable until chosen (planning/alternatives.py).
+        ALTERNATIVE = "alternative", "Alternative (not chosen)"
 
     class Planner(models.TextChoices):
         LLM = "llm", "LLM"
         PLAYBOOK = "playbook", "Playbook"
         HUMAN = "human", "Human"
         REPLAN = "replan", "Replan"
+        DECOMPOSE = "decompose", "Decomposition"
 
     goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="plans")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PLANNING, db_index=True)
@@ -80,6 +84,10 @@ class Plan(models.Model):
     answer_text = models.TextField(blank=True)
     replan_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replans")
     replan_count = models.PositiveIntegerField(default=0)
+    # Alternatives (issue 20): how many drafts the goal asked for, and this draft's score and why.
+    alternatives_requested = models.PositiveSmallIntegerField(default=1)
+    alternative_score = models.FloatField(null=True, blank=True)
+    alternative_reason = models.CharField(max_length=300, blank=True)
     executing_hash = models.CharField(max_length=64, blank=True, help_text="The approved content hash the current run executes")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -231,6 +239,36 @@ class LlmCall(models.Model):
 
     def __str__(self):
         return f"{self.purpose} for plan {self.plan_id}: {self.tokens_in}+{self.tokens_out} tokens"
+
+
+class Fact(models.Model):
+    """One entry of a run's facts ledger: a short summary of what a finished step found, with the step
+    it came from. Answers and replans are written from these, not from raw outputs (planning/ledger.py)."""
+
+    class Method(models.TextChoices):
+        TOOL = "tool", "Summary declared by the tool"
+        VERBATIM = "verbatim", "Short output, kept whole"
+        LLM = "llm", "Summarised by the LLM"
+        TRUNCATED = "truncated", "Long output, cut short"
+        STATUS = "status", "Did not succeed"
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="facts")
+    step_key = models.CharField(max_length=32)
+    step_title = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=100, blank=True)
+    step_status = models.CharField(max_length=20)
+    summary = models.TextField()
+    method = models.CharField(max_length=10, choices=Method.choices)
+    # The output (or error) it summarises, by hash: a step re-run after a replan gets a fresh fact.
+    source_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["plan", "id"]
+        constraints = [models.UniqueConstraint(fields=["plan", "step_key"], name="unique_fact_per_step")]
+
+    def __str__(self):
+        return f"[{self.step_key}] {self.summary[:60]}"
 
 
 class Playbook(models.Model):

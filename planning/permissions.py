@@ -4,7 +4,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from core.roles import user_can
-from planning.models import Plan
+from planning.models import Goal, Plan
 
 MESSAGES = {
     "view": "You may not view plans.",
@@ -40,3 +40,15 @@ def get_plan_for_user(user, plan_id: int, *, need: str = "view", queryset=None) 
     if need == "edit_steps" and not user_can(user, "edit") and plan.status != Plan.Status.AWAITING_APPROVAL:
         raise PermissionDenied(REVIEW_ONLY)
     return plan
+
+
+def get_goal_for_user(user, goal_id: int, *, need: str = "view") -> Goal:
+    """The goal, if the user may do `need` with its plans (choosing an alternative is an edit)."""
+    if not user_can(user, "view"):
+        raise PermissionDenied(MESSAGES["view"])
+    if need != "view" and not user_can(user, need):
+        raise PermissionDenied(MESSAGES[need])
+    goal = Goal.objects.select_related("requester").filter(pk=goal_id).first()
+    if goal is None:
+        raise Http404("No such goal.")
+    return goal

@@ -9,9 +9,10 @@ from django.shortcuts import redirect, render
 from django_htmx.http import reswap, retarget
 from django_htmx.middleware import HtmxDetails
 
+from core import llm
 from core.errors import ServiceError
 from core.roles import user_can
-from planning import approval_rules, dry_runs, estimates, review, selectors, services
+from planning import alternatives, approval_rules, dry_runs, estimates, ledger, planner, review, selectors, services
 from planning.forms import CodeStepForm, DecisionForm, PlaybookForm, RetryForm, StepForm
 from planning.fragments import progress_of, step_controls
 from planning.graph import plan_graph
@@ -60,6 +61,8 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         if is_code or plan.status not in {Plan.Status.AWAITING_APPROVAL, Plan.Status.APPROVED}
         else estimates.plan_estimates(plan, steps),
         "changes_request": review.changes_request(plan),
+        "facts": ledger.ledger_of(plan.pk),
+        **_alternatives_context(request.user, plan, is_code),
         **step_controls(plan, request.user, authors),
         **approval_rules.page_context(plan, steps, request.user, dry_runs.approval_hash(plan, dry_run)),
     }
@@ -69,6 +72,18 @@ def plan_context(request, plan: Plan, **extra) -> dict:
         context["add_form"] = step_form(plan, steps, key=None)
     context.update(extra)
     return context
+
+
+def _alternatives_context(user, plan: Plan, is_code: bool) -> dict:
+    side_by_side = alternatives.side_by_side(plan.goal) if plan.alternative_score is not None or plan.goal.plans.count() > 1 else []
+    return {
+        "alternatives": side_by_side,
+        "alternatives_open": any(alternative.is_open for alternative in side_by_side),
+        "can_choose": user_can(user, "edit"),
+        "can_draft_alternatives": not is_code and user_can(user, "edit") and plan.status in services.CHOOSABLE_AWAY,
+        "alternative_counts": range(2, planner.MAX_ALTERNATIVES + 1),
+        "can_decompose": not is_code and llm.is_configured(),
+    }
 
 
 def step_form(plan: Plan, steps, *, key: str | None, data=None) -> StepForm:

@@ -8,6 +8,7 @@ to the goal and fills in what it can read from the goal (quantities, items, cust
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,11 +146,13 @@ def draft_with_llm(goal_text: str) -> Draft:
     return _llm_rounds(messages)
 
 
-def draft_replan(goal_text: str, *, kept: list[dict], outputs: dict, failures: list[dict], remaining: list[dict]) -> Draft:
+def draft_replan(goal_text: str, *, kept: list[dict], facts: list[dict], failures: list[dict], remaining: list[dict]) -> Draft:
     """Ask the LLM for steps that finish the goal after a failure. Completed steps are kept as they are
-    (their outputs stay available to templates); the answer holds only the new steps."""
+    (their outputs stay available to templates); the answer holds only the new steps. What the run found
+    reaches the model as the facts ledger, one short summary per finished step, not as raw outputs."""
     context = {
-        "completed_steps": [{**step, "output": outputs.get(step["key"])} for step in kept],
+        "facts_ledger": facts,
+        "completed_steps": kept,
         "failed_steps": failures,
         "steps_not_done": remaining,
     }
@@ -159,6 +162,7 @@ def draft_replan(goal_text: str, *, kept: list[dict], outputs: dict, failures: l
             "role": "user",
             "content": f"Goal: {goal_text}\n\nThe plan ran and a step failed for good. State so far (JSON):\n"
             + json.dumps(context, ensure_ascii=False, default=str)[:30_000]
+            + "\n\nThe facts ledger says what each finished step found; rely on it rather than guessing outputs."
             + '\n\nPropose ONLY the steps still needed, as {"steps": [...]}. Use keys that are not used by completed steps; '
             "new steps may depend on completed steps and use their outputs. Avoid repeating what failed unchanged.",
         },
@@ -167,8 +171,16 @@ def draft_replan(goal_text: str, *, kept: list[dict], outputs: dict, failures: l
 
 
 def _llm_rounds(
-    messages: list[dict], *, keep: list[dict] | None = None, planner_name: str = Plan.Planner.LLM, purpose: str = "planning"
+    messages: list[dict],
+    *,
+    keep: list[dict] | None = None,
+    planner_name: str = Plan.Planner.LLM,
+    purpose: str = "planning",
+    assemble: Callable[[Any], Any] | None = None,
 ) -> Draft:
+    """Ask, validate, and send validation errors back for repair. `assemble` turns the answer into the
+    whole plan to validate (a decomposition's sub-steps spliced into their plan), so the repair round
+    hears about problems the splice reveals too."""
     keep = keep or []
     draft = Draft(steps=[], planner=planner_name, source="", model=settings.COUNTERSIGN_PLANNER_MODEL)
     rounds = 1 + max(0, settings.COUNTERSIGN_REPAIR_ROUNDS)
@@ -177,6 +189,8 @@ def _llm_rounds(
         content = draft.ask(messages, json_schema=plan_schema(), purpose=purpose if attempt == 0 else "repair")
         try:
             answer = _as_sent_by_strict_schema(parse_answer(content))
+            if assemble is not None:
+                answer = assemble(answer)
             if keep:
                 new = answer.get("steps") if isinstance(answer, dict) else None
                 answer = {
@@ -361,3 +375,126 @@ def draft_with_playbook(goal_text: str) -> Draft:
     except PlanInvalid as invalid:
         raise PlanningFailed(f"Playbook {playbook.name!r} does not fit this goal: {invalid}") from invalid
     return Draft(steps=validated, planner=Plan.Planner.PLAYBOOK, source=f"Playbook: {playbook.name} (match {score:.0%})")
+
+
+# ---- alternatives (tree search over candidate plans, as in the seeds' LATS) ---------------------------
+
+MAX_ALTERNATIVES = 4
+
+
+def plan_structure(steps: list[dict]) -> tuple:
+    """What makes two plans the same strategy: which tools they call with which arguments, and how the
+    calls depend on each other. Titles, keys and argument wording do not count."""
+    position = {step["key"]: index for index, step in enumerate(steps)}
+    return tuple(
+        sorted(
+            (
+                step["tool"],
+                tuple(sorted(step.get("args") or {})),
+                tuple(sorted(steps[position[d]]["tool"] for d in step.get("depends_on", []) if d in position)),
+            )
+            for step in steps
+        )
+    )
+
+
+@dataclass
+class Alternatives:
+    drafts: list[Draft]
+    dropped: list[str]
+
+
+def draft_alternatives(goal_text: str, count: int, *, planner: str | None = None, known: list[list[dict]] | None = None) -> Alternatives:
+    """Up to `count` plans that differ in strategy from each other and from `known` (the goal's drafts
+    already on the table). The LLM is asked for each in turn, shown the ones before it; an answer with the
+    same structure as an earlier one is dropped, not kept as a second choice that is not one. Without an
+    LLM, the best-matching playbooks stand in."""
+    count, known = max(1, min(count, MAX_ALTERNATIVES)), known or []
+    choice = planner or (Plan.Planner.LLM if llm.is_configured() else Plan.Planner.PLAYBOOK)
+    if choice == Plan.Planner.PLAYBOOK:
+        return _playbook_alternatives(goal_text, count, known)
+    drafts: list[Draft] = []
+    dropped: list[str] = []
+    for number in range(1, count + 1):
+        earlier = [*known, *(draft.steps for draft in drafts)]
+        try:
+            draft = _llm_rounds(_alternative_messages(goal_text, number, count, earlier), purpose="alternative")
+        except PlanningFailed as failure:
+            if not drafts:
+                raise
+            dropped.append(f"alternative {number}: {failure}")
+            continue
+        if any(plan_structure(draft.steps) == plan_structure(steps) for steps in earlier):
+            dropped.append(f"alternative {number}: the same tools and arguments as an earlier one")
+            continue
+        drafts.append(draft)
+    return Alternatives(drafts=drafts, dropped=dropped)
+
+
+def _alternative_messages(goal_text: str, number: int, count: int, earlier: list[list[dict]]) -> list[dict]:
+    ask = (
+        f"Goal: {goal_text}\n\nThis is alternative {number} of {count}. Operators will compare the alternatives side by side "
+        "and choose one, so each must take a genuinely different strategy (other tools, another order, extra checks, "
+        "or fewer risky steps), not the same plan in other words."
+    )
+    if earlier:
+        ask += (
+            "\nPlans already proposed (JSON), which yours must differ from in its tools or structure:\n"
+            + json.dumps(
+                [[{k: step.get(k) for k in ("key", "tool", "args", "depends_on")} for step in steps] for steps in earlier],
+                ensure_ascii=False,
+            )[:20_000]
+        )
+    return [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": ask}]
+
+
+def _playbook_alternatives(goal_text: str, count: int, known: list[list[dict]]) -> Alternatives:
+    slot_words = _slot_words()
+    ranked = sorted(
+        ((similarity(goal_text, playbook.goal_text, slot_words), playbook) for playbook in Playbook.objects.all()),
+        key=lambda pair: (-pair[0], pair[1].name),
+    )
+    drafts: list[Draft] = []
+    dropped: list[str] = []
+    params = extract_goal_parameters(goal_text)
+    for score, playbook in ranked:
+        if score <= 0 or len(drafts) >= count:
+            break
+        try:
+            steps = validate_plan({"steps": fill_placeholders(playbook.steps, params)})
+        except PlanInvalid:
+            dropped.append(f"playbook {playbook.name}: does not fit this goal")
+            continue
+        if any(plan_structure(steps) == plan_structure(earlier) for earlier in [*known, *(draft.steps for draft in drafts)]):
+            dropped.append(f"playbook {playbook.name}: the same tools and arguments as an earlier one")
+            continue
+        drafts.append(Draft(steps=steps, planner=Plan.Planner.PLAYBOOK, source=f"Playbook: {playbook.name} (match {score:.0%})"))
+    if not drafts and dropped and known:
+        raise PlanningFailed("Every playbook that resembles this goal is already among its alternatives.")
+    if not drafts:
+        raise PlanningFailed(
+            "No playbook resembles this goal. Configure an LLM (OPENAI_BASE_URL / OPENAI_API_KEY) or save a similar approved plan as a playbook."
+        )
+    return Alternatives(drafts=drafts, dropped=dropped)
+
+
+# ---- decomposition (hierarchical planning: a step becomes a sub-plan) -------------------------------
+
+
+def draft_decomposition(goal_text: str, *, step: dict, inputs: list[dict], assemble: Callable[[Any], Any]) -> Draft:
+    """Sub-steps that achieve one step's title and success criteria, given its dependencies' steps as
+    inputs. `assemble` splices the answer into the whole plan, which is what gets validated."""
+    context = {
+        "step_to_decompose": {k: step.get(k) for k in ("key", "title", "description", "tool", "args", "success_criteria", "condition")},
+        "inputs": inputs,
+    }
+    ask = (
+        f"Goal of the whole plan: {goal_text}\n\nBreak ONE step of the plan down into a short sub-plan of tool calls that "
+        "achieves that step's title and success criteria. The steps listed as inputs have already been planned before it: "
+        "sub-steps may depend on them by key and read their outputs. Give sub-steps the keys d1, d2, ...; the last "
+        "sub-step should produce what the original step produced. Step (JSON):\n"
+        + json.dumps(context, ensure_ascii=False, default=str)[:20_000]
+        + '\n\nAnswer with {"steps": [...]} holding only the sub-steps.'
+    )
+    messages = [{"role": "system", "content": _system_prompt()}, {"role": "user", "content": ask}]
+    return _llm_rounds(messages, planner_name=Plan.Planner.DECOMPOSE, purpose="decompose", assemble=assemble)

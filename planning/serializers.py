@@ -6,8 +6,8 @@ from typing import Any
 from ninja import Schema, Status
 
 from core.errors import ServiceError
-from planning import dry_runs, estimates, usage
-from planning.models import Plan
+from planning import alternatives, dry_runs, estimates, ledger, usage
+from planning.models import Goal, Plan
 from planning.services import InvalidEdit, StaleRevision
 
 
@@ -58,6 +58,14 @@ class PreflightFinding(Schema):
     fix: str
 
 
+class FactOut(Schema):
+    step: str
+    title: str
+    status: str
+    fact: str
+    method: str
+
+
 class PlanOut(Schema):
     id: int
     goal_id: int
@@ -85,6 +93,43 @@ class PlanOut(Schema):
     preflight: list[PreflightFinding] = []
     # Duration (p50/p90 seconds along the critical path, None when a tool never ran), LLM cost, blast radius.
     estimates: dict[str, Any] = {}
+    # The run's facts ledger: what each finished step found, which the answer cites as [key].
+    ledger: list[FactOut] = []
+    # Set when the plan was one of its goal's alternatives (GET /api/goals/{id} compares them).
+    alternative_score: float | None = None
+    alternative_reason: str = ""
+
+
+class AlternativeOut(Schema):
+    plan_id: int
+    score: float
+    reason: str
+    status: str
+
+
+class GoalOut(Schema):
+    id: int
+    text: str
+    mode: str
+    requester: str
+    plans: list[int]
+    # Every draft that was one of the goal's alternatives, best score first: `alternative` until one is
+    # chosen, then the chosen one moves on (awaiting approval...) and the rest are `superseded`.
+    alternatives: list[AlternativeOut]
+
+
+def goal_out(goal: Goal) -> dict:
+    return {
+        "id": goal.pk,
+        "text": goal.text,
+        "mode": goal.mode,
+        "requester": goal.requester.get_username(),
+        "plans": list(goal.plans.order_by("id").values_list("id", flat=True)),
+        "alternatives": [
+            {"plan_id": plan.pk, "score": plan.alternative_score, "reason": plan.alternative_reason, "status": plan.status}
+            for plan in alternatives.goal_alternatives(goal)
+        ],
+    }
 
 
 class Error(Schema):
@@ -119,6 +164,9 @@ def plan_out(plan: Plan) -> dict:
             for step in steps
         ],
         "preflight": plan.preflight,
+        "ledger": [{**entry, "method": fact.method} for fact, entry in _ledger(plan)],
+        "alternative_score": plan.alternative_score,
+        "alternative_reason": plan.alternative_reason,
         "estimates": estimates.plan_estimates(plan, steps).as_dict(),
         "approval_hash": dry_runs.approval_hash(plan, dry_run),
         "dry_run": None
@@ -144,6 +192,11 @@ def plan_out(plan: Plan) -> dict:
             for approval in approvals
         ],
     }
+
+
+def _ledger(plan: Plan) -> list:
+    facts = ledger.ledger_of(plan.pk)
+    return list(zip(facts, ledger.ledger_payload(facts), strict=True))
 
 
 def _budget_out(plan: Plan) -> dict:

@@ -4,6 +4,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from approvals import audit
@@ -11,9 +12,9 @@ from approvals.services import plan_approvals_void
 from core import jobs, llm
 from core.errors import ServiceError
 from core.text import refuse_control_characters
-from planning import broadcast, dry_runs, planner, preflight, usage
+from planning import alternatives, broadcast, decompose, dry_runs, planner, preflight, usage
 from planning.code_planner import draft_code_plan
-from planning.models import Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
+from planning.models import EDITABLE_STATUSES, Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
 from planning.permissions import may_edit_steps
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
 
@@ -43,7 +44,7 @@ def _queue_planning(plan_id: int) -> None:
     jobs.enqueue("planning.tasks.plan_generate_task", plan_id)
 
 
-def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_choice: str = "") -> Plan:
+def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_choice: str = "", alternatives: int = 1) -> Plan:
     text = (text or "").strip()
     if not text:
         raise ServiceError("Describe the goal in a sentence or two.", status=422)
@@ -58,14 +59,15 @@ def goal_submit(*, requester, text: str, mode: str = Goal.Mode.STEPS, planner_ch
         raise ServiceError("Planner must be llm, playbook, or automatic.", status=422)
     if planner_choice == Plan.Planner.LLM and not llm.is_configured():
         raise ServiceError("No LLM is configured on this server; choose the playbook planner.", status=422)
+    _check_alternatives(alternatives, mode)
     with transaction.atomic():
         goal = Goal.objects.create(text=text, mode=mode, requester=requester)
-        plan = Plan.objects.create(goal=goal, requested_planner=planner_choice)
+        plan = Plan.objects.create(goal=goal, requested_planner=planner_choice, alternatives_requested=alternatives)
         audit.record(
             action="goal.submitted",
             actor=requester,
             plan_id=plan.pk,
-            data={"goal_id": goal.pk, "text": text, "planner": planner_choice or "auto"},
+            data={"goal_id": goal.pk, "text": text, "planner": planner_choice or "auto", "alternatives": alternatives},
         )
         broadcast.announce(plan.pk)
         _queue_planning(plan.pk)
@@ -77,6 +79,8 @@ def plan_generate(*, plan_id: int) -> Plan:
     plan = Plan.objects.select_related("goal").get(pk=plan_id)
     if plan.status != Plan.Status.PLANNING:
         return plan
+    if plan.alternatives_requested > 1:
+        return _alternatives_generate(plan)
     try:
         with usage.metered(plan.pk):
             if plan.goal.mode == Goal.Mode.CODE:
@@ -420,3 +424,272 @@ def step_move(*, plan_id: int, actor, revision: int, key: str, direction: str) -
         change=change,
         details={"step": key, "moved": direction},
     )
+
+
+# ---- alternatives ---------------------------------------------------------------------------------
+
+
+def _check_alternatives(count: int, mode: str) -> None:
+    if not isinstance(count, int) or not 1 <= count <= planner.MAX_ALTERNATIVES:
+        raise ServiceError(f"Ask for between 1 and {planner.MAX_ALTERNATIVES} alternatives.", status=422)
+    if count > 1 and mode == Goal.Mode.CODE:
+        raise ServiceError("Alternatives are drafted for step plans; a code plan has one draft.", status=422)
+
+
+def _alternatives_generate(plan: Plan) -> Plan:
+    """Draft the goal's alternatives: the first into this plan's row, the others into new plans of the
+    same goal, each validated, preflighted, estimated and scored, and none approvable until chosen."""
+    try:
+        with usage.metered(plan.pk):
+            known = _open_alternatives(plan)
+            found = planner.draft_alternatives(
+                plan.goal.text, plan.alternatives_requested, planner=plan.requested_planner or None, known=known
+            )
+    except planner.PlanningFailed as failure:
+        return _planning_failed(plan.pk, str(failure))
+    with transaction.atomic():
+        first = Plan.objects.select_for_update().select_related("goal").get(pk=plan.pk)
+        if first.status != Plan.Status.PLANNING:
+            return first
+        rows = [first] + [
+            Plan.objects.create(
+                goal=first.goal, requested_planner=first.requested_planner, alternatives_requested=first.alternatives_requested
+            )
+            for _ in found.drafts[1:]
+        ]
+        proposed = [
+            _write_alternative(row, draft, alone=len(found.drafts) == 1 and not known)
+            for row, draft in zip(rows, found.drafts, strict=True)
+        ]
+        audit.record(
+            action="plan.alternatives_proposed",
+            plan_id=first.pk,
+            data={"goal_id": first.goal_id, "requested": first.alternatives_requested, "alternatives": proposed, "dropped": found.dropped},
+        )
+    first.refresh_from_db()
+    return first
+
+
+def _open_alternatives(plan: Plan) -> list[list[dict]]:
+    """The goal's drafts still waiting to be chosen: new alternatives must differ from them too."""
+    others = plan.goal.plans.filter(status=Plan.Status.ALTERNATIVE).exclude(pk=plan.pk).prefetch_related("steps")
+    return [plan_content(other.steps.all()) for other in others]
+
+
+def _write_alternative(plan: Plan, draft: planner.Draft, *, alone: bool) -> dict:
+    plan.planner, plan.planner_source, plan.model = draft.planner, draft.source, draft.model
+    plan.tokens_in, plan.tokens_out, plan.latency_ms, plan.output_mode = (
+        draft.tokens_in,
+        draft.tokens_out,
+        draft.latency_ms,
+        draft.output_mode,
+    )
+    write_revision(plan, draft.steps, author=None, planner=draft.planner, reason=f"Alternative proposed by {draft.source}")
+    plan.alternative_score, plan.alternative_reason = alternatives.score_of(plan, plan.steps.all())
+    # A single distinct draft is no choice: it goes straight to review.
+    plan.status = Plan.Status.AWAITING_APPROVAL if alone else Plan.Status.ALTERNATIVE
+    plan.save()
+    summary = {"plan_id": plan.pk, "score": plan.alternative_score, "reason": plan.alternative_reason, "content_hash": plan.content_hash}
+    audit.record(
+        action="plan.proposed",
+        plan_id=plan.pk,
+        data={
+            **summary,
+            "planner": draft.planner,
+            "source": draft.source,
+            "model": draft.model,
+            "revision": plan.revision,
+            "steps": len(draft.steps),
+            "tokens_in": draft.tokens_in,
+            "tokens_out": draft.tokens_out,
+            "alternative": True,
+        },
+    )
+    broadcast.announce(plan.pk, all_steps=True)
+    return {**summary, "source": draft.source}
+
+
+def alternatives_request(*, plan_id: int, actor, count: int) -> Plan:
+    """'Draft alternatives' on a goal's plan: this draft joins the comparison (scored, no longer
+    approvable until chosen) and a new plan drafts `count` more."""
+    _check_alternatives(count, Goal.Mode.STEPS)
+    if count < 2:
+        raise ServiceError("Ask for at least 2 alternatives.", status=422)
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
+        if plan.goal.mode != Goal.Mode.STEPS:
+            raise ServiceError("Alternatives are drafted for step plans; a code plan has one draft.", status=422)
+        _refuse_while_busy(plan.goal)
+        if plan.status not in CHOOSABLE_AWAY:
+            raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot get alternatives.", status=409)
+        if plan.revision and plan.status != Plan.Status.ALTERNATIVE:
+            voided = plan_approvals_void(plan_id=plan.pk, reason="the plan became one of several alternatives")
+            plan.alternative_score, plan.alternative_reason = alternatives.score_of(plan, plan.steps.all())
+            plan.status = Plan.Status.ALTERNATIVE
+            plan.save()
+            audit.record(
+                action="plan.became_alternative",
+                actor=actor,
+                plan_id=plan.pk,
+                data={"score": plan.alternative_score, "voided_approvals": voided},
+            )
+            broadcast.announce(plan.pk, all_steps=True)
+        drafting = Plan.objects.create(goal=plan.goal, requested_planner=plan.requested_planner, alternatives_requested=count)
+        audit.record(
+            action="plan.alternatives_requested",
+            actor=actor,
+            plan_id=drafting.pk,
+            data={"goal_id": plan.goal_id, "from_plan": plan.pk, "count": count},
+        )
+        broadcast.announce(drafting.pk)
+        _queue_planning(drafting.pk)
+    return drafting
+
+
+# Drafts nobody ran: choosing an alternative supersedes them. A running or finished plan stays as it is.
+CHOOSABLE_AWAY = {Plan.Status.ALTERNATIVE, Plan.Status.PLANNING_FAILED} | EDITABLE_STATUSES
+
+
+def _refuse_while_busy(goal: Goal) -> None:
+    busy = goal.plans.filter(status__in=[Plan.Status.PLANNING, Plan.Status.RUNNING]).first()
+    if busy is not None:
+        raise ServiceError(f"Plan {busy.pk} of this goal is {busy.get_status_display().lower()}; wait until it is done.", status=409)
+
+
+def alternative_choose(*, goal_id: int, plan_id: int, actor) -> Plan:
+    """Make one alternative the goal's plan, to be reviewed and approved as usual; the goal's other
+    unrun drafts become superseded, keeping their score and reason for history."""
+    with transaction.atomic():
+        plans = list(Plan.objects.select_for_update().filter(goal_id=goal_id).order_by("id"))
+        chosen = next((plan for plan in plans if plan.pk == plan_id), None)
+        if chosen is None:
+            raise ServiceError(f"Goal {goal_id} has no plan {plan_id}.", status=404)
+        if chosen.status != Plan.Status.ALTERNATIVE:
+            raise ServiceError(
+                f"Plan {plan_id} is {chosen.get_status_display().lower()}, not an alternative waiting to be chosen.", status=409
+            )
+        _refuse_while_busy(chosen.goal)
+        superseded = []
+        for other in plans:
+            if other.pk == chosen.pk or other.status not in CHOOSABLE_AWAY:
+                continue
+            plan_approvals_void(plan_id=other.pk, reason=f"alternative {chosen.pk} was chosen")
+            other.status = Plan.Status.SUPERSEDED
+            other.alternative_reason = (other.alternative_reason or "not drafted as an alternative")[:260] + f"; plan {chosen.pk} chosen"
+            other.save(update_fields=["status", "alternative_reason", "updated_at"])
+            audit.record(
+                action="plan.superseded",
+                actor=actor,
+                plan_id=other.pk,
+                data={"chosen": chosen.pk, "score": other.alternative_score, "reason": other.alternative_reason},
+            )
+            broadcast.announce(other.pk, all_steps=True)
+            superseded.append({"plan_id": other.pk, "score": other.alternative_score, "reason": other.alternative_reason})
+        chosen.status = Plan.Status.AWAITING_APPROVAL
+        chosen.save(update_fields=["status", "updated_at"])
+        audit.record(
+            action="plan.alternative_chosen",
+            actor=actor,
+            plan_id=chosen.pk,
+            data={
+                "goal_id": goal_id,
+                "score": chosen.alternative_score,
+                "reason": chosen.alternative_reason,
+                "content_hash": chosen.content_hash,
+                "superseded": superseded,
+            },
+        )
+        broadcast.announce(chosen.pk, all_steps=True, log="Chosen among the alternatives; it awaits approval.")
+    return chosen
+
+
+# ---- decomposing a step -----------------------------------------------------------------------------
+
+
+def step_decompose_request(*, plan_id: int, actor, revision: int, key: str) -> Plan:
+    """'Decompose' on a step: checked now (who, which revision, which step), drafted by the planner in
+    the background; the sub-plan arrives as a new revision, like a replan."""
+    if not llm.is_configured():
+        raise ServiceError("Decomposing a step asks the LLM planner, and none is configured on this server.", status=422)
+    with transaction.atomic():
+        plan = _locked_for_edit(plan_id, actor, revision)
+        if dry_runs.is_code_plan(plan):
+            raise ServiceError("A code plan has one step of code; edit the code instead.", status=422)
+        _find(plan_content(plan.steps.all()), key)
+        if plan.steps.filter(key=key, status=Step.Status.SUCCEEDED).exists():
+            raise ServiceError(f"{key} already ran and its output is kept; decompose a step still to run.", status=409)
+        audit.record(action="plan.decompose_requested", actor=actor, plan_id=plan.pk, step_key=key, data={"revision": revision})
+        broadcast.announce(plan.pk, log=f"Decomposing {key}: the planner is drafting its sub-plan.")
+        jobs.enqueue("planning.tasks.step_decompose_task", plan.pk, key, revision, actor.pk)
+    return plan
+
+
+def _locked_for_edit(plan_id: int, actor, revision: int) -> Plan:
+    plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
+    if not plan.is_editable:
+        raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot be edited.", status=409)
+    refusal = may_edit_steps(actor, plan)
+    if refusal:
+        raise ServiceError(refusal, status=403)
+    if revision != plan.revision:
+        raise StaleRevision(plan.revision)
+    return plan
+
+
+def step_decompose_perform(*, plan_id: int, key: str, revision: int, actor_id: int) -> Plan:
+    """Draft the sub-plan and store it as the next revision, if the plan is still at `revision`. Any
+    failure leaves the plan as it was and says why in the audit trail and the plan's activity."""
+    plan = Plan.objects.select_related("goal").get(pk=plan_id)
+    actor = get_user_model().objects.get(pk=actor_id)
+    steps = [dict(step) for step in plan_content(plan.steps.all())]
+    if plan.revision != revision or not any(step["key"] == key for step in steps):
+        return _decompose_failed(plan, actor, key, f"the plan moved on to revision {plan.revision} before the sub-plan was drafted")
+    target = next(step for step in steps if step["key"] == key)
+    spliced: list[decompose.Splice] = []
+
+    def assemble(answer):
+        spliced[:] = [decompose.splice(steps, key, answer)]
+        return {"steps": spliced[0].steps}
+
+    inputs = [step for step in steps if step["key"] in target.get("depends_on", [])]
+    try:
+        with usage.metered(plan.pk):
+            draft = planner.draft_decomposition(plan.goal.text, step=target, inputs=inputs, assemble=assemble)
+    except planner.PlanningFailed as failure:
+        return _decompose_failed(plan, actor, key, str(failure))
+    splice = spliced[0]
+    try:
+        with transaction.atomic():
+            plan = _locked_for_edit(plan_id, actor, revision)
+            summary = f"Decomposed {key} into {', '.join(splice.new_keys)}" + (
+                f"; check: {'; '.join(splice.flagged)}" if splice.flagged else ""
+            )
+            voided = write_revision(plan, draft.steps, author=actor, planner=Plan.Planner.DECOMPOSE, reason=summary)
+            audit.record(
+                action="plan.decomposed",
+                actor=actor,
+                plan_id=plan.pk,
+                step_key=key,
+                data={
+                    "revision": plan.revision,
+                    "content_hash": plan.content_hash,
+                    "sub_steps": splice.new_keys,
+                    "last_steps": splice.last_keys,
+                    "rewired": splice.rewired,
+                    "flagged": splice.flagged,
+                    "voided_approvals": voided,
+                    "model": draft.model,
+                    "tokens_in": draft.tokens_in,
+                    "tokens_out": draft.tokens_out,
+                },
+            )
+    except ServiceError as refused:
+        return _decompose_failed(plan, actor, key, refused.message)
+    return plan
+
+
+def _decompose_failed(plan: Plan, actor, key: str, reason: str) -> Plan:
+    with transaction.atomic():
+        audit.record(action="plan.decompose_failed", actor=actor, plan_id=plan.pk, step_key=key, data={"reason": reason[:500]})
+        broadcast.announce(plan.pk, log=f"Decomposing {key} failed: {reason[:300]}")
+    return plan

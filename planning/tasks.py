@@ -19,3 +19,8 @@ def code_dry_run_task(plan_id: int) -> str | None:
 @shared_task(name="planning.tasks.preflight_critic_task", acks_late=True, soft_time_limit=120, time_limit=150)
 def preflight_critic_task(plan_id: int, revision: int) -> int:
     return critic.critique(plan_id, revision)
+
+
+@shared_task(name="planning.tasks.step_decompose_task", acks_late=True, soft_time_limit=300, time_limit=330)
+def step_decompose_task(plan_id: int, key: str, revision: int, actor_id: int) -> int:
+    return services.step_decompose_perform(plan_id=plan_id, key=key, revision=revision, actor_id=actor_id).revision

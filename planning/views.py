@@ -12,7 +12,7 @@ from core.roles import user_can
 from planning import dry_runs, plan_page, review, selectors, services
 from planning.forms import DecisionForm, GoalForm, PlaybookForm, RetryForm
 from planning.models import Plan
-from planning.permissions import get_plan_for_user
+from planning.permissions import get_goal_for_user, get_plan_for_user
 from planning.plan_page import HtmxHttpRequest
 
 DECISION_TEXT = {
@@ -56,6 +56,7 @@ def goal_create(request: HtmxHttpRequest) -> HttpResponse:
                 text=form.cleaned_data["text"],
                 planner_choice=form.cleaned_data["planner"],
                 mode=form.cleaned_data["mode"] or "steps",
+                alternatives=form.cleaned_data["alternatives"] or 1,
             )
         except ServiceError as error:
             form.add_error(None, error.message)
@@ -181,6 +182,18 @@ def step_delete(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpRespons
     plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
     revision = _revision_from(request)
     return _apply_edit(request, plan, lambda: services.step_delete(plan_id=plan.pk, actor=request.user, revision=revision, key=key))
+
+
+@require_POST
+def step_decompose(request: HtmxHttpRequest, plan_id: int, key: str) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit_steps")
+    revision = _revision_from(request)
+    return plan_page.perform_action(
+        request,
+        plan,
+        lambda: services.step_decompose_request(plan_id=plan.pk, actor=request.user, revision=revision, key=key),
+        done=f"The planner is decomposing {key}; its sub-plan arrives as a new revision shown as a diff, and needs approval.",
+    )
 
 
 @require_POST
@@ -318,3 +331,34 @@ def playbook_list(request: HtmxHttpRequest) -> HttpResponse:
     if not user_can(request.user, "view"):
         raise PermissionDenied("You may not view playbooks.")
     return render(request, "planning/playbooks.html", {"playbooks": selectors.playbooks()})
+
+
+@require_POST
+def alternatives_request(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
+    plan = get_plan_for_user(request.user, plan_id, need="edit")
+    try:
+        drafting = services.alternatives_request(plan_id=plan.pk, actor=request.user, count=_int_from(request.POST, "count"))
+    except ServiceError as error:
+        return plan_page.refused(request, plan, error.message, error.status)
+    return redirect("plan_detail", plan_id=drafting.pk)
+
+
+@require_POST
+def alternative_choose(request: HtmxHttpRequest, goal_id: int) -> HttpResponse:
+    goal = get_goal_for_user(request.user, goal_id, need="edit")
+    plan_id = _int_from(request.POST, "plan_id")
+    try:
+        chosen = services.alternative_choose(goal_id=goal.pk, plan_id=plan_id, actor=request.user)
+    except ServiceError as error:
+        shown = goal.plans.filter(pk=plan_id).first() or goal.plans.order_by("id").first()
+        return plan_page.refused(request, shown, error.message, error.status)
+    messages.success(request, f"Plan {chosen.pk} is now the plan; the other drafts are kept as superseded alternatives.")
+    return redirect("plan_detail", plan_id=chosen.pk)
+
+
+def _int_from(data, name: str) -> int:
+    """A number from a form; anything else is -1, which the services refuse as not found or out of range."""
+    try:
+        return int(data.get(name, ""))
+    except ValueError:
+        return -1

@@ -62,3 +62,9 @@ def always_fail(message: str = "upstream unavailable") -> None:
 def too_slow(seconds: Seconds = 5) -> None:
     """Take longer than its own timeout."""
     time.sleep(seconds)
+
+
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
+def long_report(finding: str = "3 refunds are overdue", padding: int = 2000) -> str:
+    """Write a long report whose one finding is buried at its end (for the facts ledger)."""
+    return "Routine line. " * (padding // 14) + f"FINDING: {finding}."

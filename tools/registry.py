@@ -39,6 +39,9 @@ class Tool:
     # tables, tickets) or from the open world (a web page, a model, an email): untrusted data must not
     # steer a risky step unseen (planning/provenance.py). Unknown is untrusted.
     trusted_output: bool = False
+    # Optional: output -> a one-line summary for the run's facts ledger (planning/ledger.py). A tool that
+    # knows what matters in its output says so here, so long outputs need no LLM to summarise them.
+    summary: Callable[[Any], str] | None = None
 
     def args_schema(self) -> dict:
         schema = self.args_model.model_json_schema()
@@ -170,6 +173,7 @@ def tool(
     description: str | None = None,
     into: ToolRegistry | None = None,
     trusted_output: bool = False,
+    summary: Callable[[Any], str] | None = None,
 ):
     """Register a typed function as a tool. `risk=None` means undeclared, which is HIGH; an output not
     declared trusted is untrusted."""
@@ -187,6 +191,7 @@ def tool(
                 idempotent=idempotent,
                 timeout_s=timeout_s,
                 trusted_output=trusted_output,
+                summary=summary,
             )
         )
         return func

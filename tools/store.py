@@ -38,7 +38,14 @@ def _next_transaction_id(transactions: list[dict]) -> str:
     return f"TXN{(max(numbers) if numbers else 0) + 1:03d}"
 
 
-@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True)
+def _inventory_summary(output: dict) -> str:
+    items = output.get("items", []) if isinstance(output, dict) else []
+    listed = ", ".join(f"{item.get('name')} (${item.get('price')}, {item.get('quantity_in_stock')} in stock)" for item in items[:8])
+    more = f" and {len(items) - 8} more" if len(items) > 8 else ""
+    return f"{output.get('count', len(items))} matching item(s)" + (f": {listed}{more}" if listed else "")
+
+
+@tool(risk=Risk.LOW, idempotent=True, timeout_s=10, trusted_output=True, summary=_inventory_summary)
 def search_inventory(
     keywords: Annotated[list[str], Field(description="Words to match in name or description, e.g. ['round']")] = [],  # noqa: B006
     min_price: Annotated[float | None, Field(ge=0)] = None,

@@ -24,6 +24,12 @@ EVENT_SENTENCES = {
     "goal.submitted": "Goal submitted",
     "plan.proposed": "The planner proposed the plan",
     "plan.replan_proposed": "The planner proposed a replan",
+    "plan.alternatives_proposed": "The planner proposed alternative plans",
+    "plan.alternative_chosen": "This alternative was chosen as the plan",
+    "plan.superseded": "Another alternative was chosen; this plan is superseded",
+    "plan.decompose_requested": "Decomposing {key} was asked for",
+    "plan.decomposed": "Step {key} was decomposed into a sub-plan",
+    "plan.decompose_failed": "Decomposing {key} failed",
     "plan.run_started": "Run started",
     "plan.llm_budget_spent": "The plan's LLM budget is spent",
     "plan.aftermath_requeued": "The answer or replan was queued again",
@@ -139,3 +145,13 @@ def python_lines(code: str) -> list:
                 parts.append(text)
         lines.append((number, mark_safe("".join(parts))))  # noqa: S308 (every token above is escaped)
     return lines
+
+
+CITATION_RE = re.compile(r"\[(s\d+)\]")
+
+
+@register.filter
+def cite_links(text: str) -> str:
+    """An answer, escaped, with its step citations ([s3]) linked to their steps on the page."""
+    escaped = escape(text or "").replace("\n", "<br>")
+    return mark_safe(CITATION_RE.sub(r'<a href="#step-\1" class="cite">[\1]</a>', escaped))  # noqa: S308 (escaped above)

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from approvals import grants
@@ -145,7 +145,32 @@ def scenarios(people):
         body = [{"plan_id": plan.pk, "step_key": "g", "gate_hash": plan.steps.get(key="g").gate_hash, "approve": True}]
         return Client().post("/api/gates/decisions", body, headers=token(bob), **json_post), "gate.approved"
 
+    def choose():
+        goal = Goal.objects.create(text="two drafts", requester=alice)
+        first, second = (Plan.objects.create(goal=goal, status=Plan.Status.ALTERNATIVE, alternative_score=s) for s in (80, 60))
+        return Client().post(
+            f"/api/goals/{goal.pk}/choose", {"plan_id": second.pk}, headers=token(alice), **json_post
+        ), "plan.alternative_chosen"
+
+    def decompose():
+        plan = awaiting(people)
+        # Only the request is audited here; the sub-plan is drafted by the worker (tests/planning).
+        with override_settings(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY="sk-test"):
+            response = Client().post(
+                f"/api/plans/{plan.pk}/steps/s1/decompose", {"revision": plan.revision}, headers=token(alice), **json_post
+            )
+        return response, "plan.decompose_requested"
+
+    def draft_alternatives():
+        plan = awaiting(people)
+        return Client().post(
+            f"/api/plans/{plan.pk}/alternatives", {"count": 2}, headers=token(alice), **json_post
+        ), "plan.alternatives_requested"
+
     return {
+        ("post", "/api/plans/{plan_id}/alternatives"): draft_alternatives,
+        ("post", "/api/goals/{goal_id}/choose"): choose,
+        ("post", "/api/plans/{plan_id}/steps/{key}/decompose"): decompose,
         ("post", "/api/gates/decisions"): batch,
         ("post", "/api/grants"): create_grant,
         ("delete", "/api/grants/{grant_id}"): revoke_grant,

@@ -177,7 +177,11 @@ def test_a_step_that_keeps_failing_yields_a_replan_proposal_awaiting_approval(pe
     assert AuditEvent.objects.filter(action="step.retrying", plan_id=plan.pk).count() == 1
     assert AuditEvent.objects.filter(action="plan.replan_proposed", plan_id=plan.pk).count() == 1
     replan_request = fake_openai_server.requests[-1]["body"]["messages"][-1]["content"]
-    assert "upstream unavailable" in replan_request and '"output": 5' in replan_request
+    # The replan reads what the run found from the facts ledger (issue 20), not raw outputs.
+    assert (
+        "upstream unavailable" in replan_request
+        and '{"step": "s1", "title": "noop s1", "status": "succeeded", "fact": "5"}' in replan_request
+    )
 
     # The proposal runs only after a fresh approval, and the kept step does not run again.
     plan_decision_record(
