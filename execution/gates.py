@@ -44,7 +44,7 @@ def gate_answer(
             raise ServiceError(f"Step {key} is not waiting for approval.", status=409)
         if gate_hash is not None and gate_hash != step.gate_hash:
             raise ServiceError("The arguments you saw are not the ones waiting; reload the plan.", status=409)
-        authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
+        authors = plan.author_ids()
         blocked = four_eyes_violation(approver=actor, author_ids=authors, requester_id=plan.goal.requester_id)
         if not blocked and settings.COUNTERSIGN_FOUR_EYES and actor.pk == _retry_requester_id(step):
             blocked = "Four-eyes rule: you asked for this retry, so someone else must approve it."

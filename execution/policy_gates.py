@@ -28,7 +28,7 @@ def gate_refusal(plan: Plan, step: Step, actor) -> str | None:
 def gate_decided_by_grant(plan: Plan, step: Step) -> bool:
     """Approve the gate `step` just opened when a live standing grant covers its call: one use of the
     grant is spent, the approval names it, and the step shows it. The caller queues the step."""
-    excluded = {plan.goal.requester_id, *plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True)}
+    excluded = {plan.goal.requester_id, *plan.author_ids()}
     grant = grants.grant_use(
         tool=step.tool, args=step.resolved_args or {}, excluded_user_ids=excluded if settings.COUNTERSIGN_FOUR_EYES else set()
     )

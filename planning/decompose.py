@@ -43,8 +43,16 @@ def _rename(value: Any, renames: dict[str, str]) -> Any:
 def splice(steps: list[dict], key: str, answer: Any) -> Splice:
     """`steps` with step `key` replaced by the sub-steps in `answer` ({"steps": [...]})."""
     sub_steps = answer.get("steps") if isinstance(answer, dict) else None
-    if not isinstance(sub_steps, list) or not sub_steps or not all(isinstance(s, dict) and s.get("key") for s in sub_steps):
-        raise NotASubPlan('the answer must be {"steps": [...]} with at least one sub-step, each with a key')
+    if (
+        not isinstance(sub_steps, list)
+        or not sub_steps
+        or not all(isinstance(s, dict) and isinstance(s.get("key"), str) and s["key"] for s in sub_steps)
+    ):
+        raise NotASubPlan('the answer must be {"steps": [...]} with at least one sub-step, each with a key (a string)')
+    clashing = sorted({s["key"] for s in sub_steps} & {step["key"] for step in steps})
+    if clashing:
+        # A sub-step named like a step of the plan would capture references meant for that step.
+        raise NotASubPlan(f"sub-step keys {', '.join(clashing)} are already steps of the plan; use d1, d2, ...")
     index = next(i for i, step in enumerate(steps) if step["key"] == key)
     old = steps[index]
     first = max((_number(step["key"]) for step in steps), default=0) + 1
@@ -61,7 +69,9 @@ def splice(steps: list[dict], key: str, answer: Any) -> Splice:
         if not any(dep in renames.values() for dep in inner):
             # A first sub-step starts where the old step started: after its inputs, under its condition.
             inner = list(dict.fromkeys([*old.get("depends_on", []), *inner]))
-            step["condition"] = step["condition"] or old.get("condition", "")
+            # The old step's guard still holds: a sub-step's own condition can narrow it, never replace it.
+            guard, own = old.get("condition", ""), step["condition"]
+            step["condition"] = f"({guard}) and ({own})" if guard and own and guard != own else (guard or own)
         step["depends_on"] = inner
         new_steps.append(step)
     needed = {dep for step in new_steps for dep in step["depends_on"]}

@@ -69,7 +69,7 @@ renderings = _Renderings()
 
 
 def render_plan_fragments(plan: Plan, user, *, step_keys=None, logs=(), at: str | None = None, event_id: str | None = None) -> str:
-    authors = set(plan.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
+    authors = plan.author_ids()
     controls = step_controls(plan, user, authors)
     key = (plan.pk, event_id, tuple(sorted(controls.items()))) if event_id else None
     if key is not None and (cached := renderings.get(key)) is not None:

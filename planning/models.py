@@ -88,6 +88,9 @@ class Plan(models.Model):
     alternatives_requested = models.PositiveSmallIntegerField(default=1)
     alternative_score = models.FloatField(null=True, blank=True)
     alternative_reason = models.CharField(max_length=300, blank=True)
+    chosen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="Who chose this alternative"
+    )
     executing_hash = models.CharField(max_length=64, blank=True, help_text="The approved content hash the current run executes")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -107,6 +110,12 @@ class Plan(models.Model):
     @property
     def short_hash(self) -> str:
         return self.content_hash[:12]
+
+    def author_ids(self) -> set[int]:
+        """Who shaped the content under review (four-eyes keeps them from countersigning it): the authors
+        of its revisions and whoever chose it among alternatives."""
+        authors = set(self.revisions.filter(author__isnull=False).values_list("author_id", flat=True))
+        return authors | {self.chosen_by_id} if self.chosen_by_id else authors
 
     @property
     def is_editable(self) -> bool:

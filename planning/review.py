@@ -10,7 +10,7 @@ from core.errors import ServiceError
 from core.roles import user_can
 from core.text import refuse_control_characters
 from planning import approval_rules, broadcast, dry_runs, preflight
-from planning.models import Plan, PlanRevision
+from planning.models import Plan
 from planning.services import StaleRevision
 
 DECISION_ACTIONS = {
@@ -21,7 +21,7 @@ DECISION_ACTIONS = {
 
 
 def revision_authors(plan: Plan) -> set[int]:
-    return set(PlanRevision.objects.filter(plan=plan, author__isnull=False).values_list("author_id", flat=True))
+    return plan.author_ids()
 
 
 def approval_blocker(*, plan: Plan, user, authors: set[int] | None = None) -> str | None:

@@ -54,7 +54,7 @@ def plan_approvals(plan: Plan) -> list[Approval]:
 
 
 def revision_author_ids(plan: Plan) -> set[int]:
-    return set(PlanRevision.objects.filter(plan=plan, author__isnull=False).values_list("author_id", flat=True))
+    return plan.author_ids()
 
 
 def stored_plan_issues(steps) -> dict[str, list[str]]:

@@ -1,5 +1,6 @@
 """Writes for goals and plans. Every state change records its audit event in the same transaction."""
 
+import logging
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -17,6 +18,8 @@ from planning.code_planner import draft_code_plan
 from planning.models import EDITABLE_STATUSES, Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
 from planning.permissions import may_edit_steps
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
+
+log = logging.getLogger(__name__)
 
 MAX_GOAL_CHARS = 4000
 SAVEABLE_STATUSES = {Plan.Status.APPROVED, Plan.Status.RUNNING, Plan.Status.SUCCEEDED, Plan.Status.FAILED}
@@ -167,6 +170,11 @@ def plan_retry_with_goal(*, plan: Plan, actor, text: str) -> Plan:
         locked = Plan.objects.select_for_update().select_related("goal").get(pk=plan.pk)
         if locked.status != Plan.Status.PLANNING_FAILED:
             raise ServiceError("Only a plan whose planning failed can be planned again.", status=409)
+        siblings = locked.goal.plans.exclude(pk=locked.pk).exclude(status__in=[Plan.Status.PLANNING_FAILED, Plan.Status.SUPERSEDED])
+        if siblings.exists():
+            # Other drafts of this goal were written for its current text; changing it under them would put
+            # steps up for approval beside a goal they were not drafted for.
+            raise ServiceError("Other plans of this goal were drafted for its current text; plan again without changing it.", status=409)
         before = locked.goal.text
         Goal.objects.filter(pk=locked.goal_id).update(text=text)
         audit.record(action="goal.edited", actor=actor, plan_id=locked.pk, data={"before": before, "text": text})
@@ -447,13 +455,23 @@ def _alternatives_generate(plan: Plan) -> Plan:
             )
     except planner.PlanningFailed as failure:
         return _planning_failed(plan.pk, str(failure))
+    if not found.drafts:
+        dropped = "; ".join(found.dropped)
+        return _planning_failed(
+            plan.pk, "No draft differed from the alternatives already on the table" + (f": {dropped}" if dropped else ".")
+        )
     with transaction.atomic():
         first = Plan.objects.select_for_update().select_related("goal").get(pk=plan.pk)
         if first.status != Plan.Status.PLANNING:
             return first
         rows = [first] + [
             Plan.objects.create(
-                goal=first.goal, requested_planner=first.requested_planner, alternatives_requested=first.alternatives_requested
+                goal=first.goal,
+                requested_planner=first.requested_planner,
+                alternatives_requested=first.alternatives_requested,
+                # Each alternative keeps the budget the goal was given: drafting again is not a way around it.
+                budget_usd=first.budget_usd,
+                budget_tokens=first.budget_tokens,
             )
             for _ in found.drafts[1:]
         ]
@@ -520,8 +538,13 @@ def alternatives_request(*, plan_id: int, actor, count: int) -> Plan:
         if plan.goal.mode != Goal.Mode.STEPS:
             raise ServiceError("Alternatives are drafted for step plans; a code plan has one draft.", status=422)
         _refuse_while_busy(plan.goal)
-        if plan.status not in CHOOSABLE_AWAY:
+        if plan.status not in CHOOSABLE_AWAY or plan.status == Plan.Status.REJECTED:
+            # A rejected plan goes back to review only as a new revision (an edit), never unchanged by
+            # being chosen again.
             raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot get alternatives.", status=409)
+        if plan.replan_count or plan.steps.filter(status=Step.Status.SUCCEEDED).exists():
+            # A fresh draft from the goal alone would plan again what already ran (a purchase, an email).
+            raise ServiceError("Steps of this plan already ran; alternatives would repeat them. Edit or replan it instead.", status=409)
         if plan.revision and plan.status != Plan.Status.ALTERNATIVE:
             voided = plan_approvals_void(plan_id=plan.pk, reason="the plan became one of several alternatives")
             plan.alternative_score, plan.alternative_reason = alternatives.score_of(plan, plan.steps.all())
@@ -534,7 +557,13 @@ def alternatives_request(*, plan_id: int, actor, count: int) -> Plan:
                 data={"score": plan.alternative_score, "voided_approvals": voided},
             )
             broadcast.announce(plan.pk, all_steps=True)
-        drafting = Plan.objects.create(goal=plan.goal, requested_planner=plan.requested_planner, alternatives_requested=count)
+        drafting = Plan.objects.create(
+            goal=plan.goal,
+            requested_planner=plan.requested_planner,
+            alternatives_requested=count,
+            budget_usd=plan.budget_usd,
+            budget_tokens=plan.budget_tokens,
+        )
         audit.record(
             action="plan.alternatives_requested",
             actor=actor,
@@ -586,7 +615,9 @@ def alternative_choose(*, goal_id: int, plan_id: int, actor) -> Plan:
             broadcast.announce(other.pk, all_steps=True)
             superseded.append({"plan_id": other.pk, "score": other.alternative_score, "reason": other.alternative_reason})
         chosen.status = Plan.Status.AWAITING_APPROVAL
-        chosen.save(update_fields=["status", "updated_at"])
+        # Choosing decides what goes to review, as an edit would: the chooser may not countersign it too.
+        chosen.chosen_by = actor
+        chosen.save(update_fields=["status", "chosen_by", "updated_at"])
         audit.record(
             action="plan.alternative_chosen",
             actor=actor,
@@ -657,6 +688,10 @@ def step_decompose_perform(*, plan_id: int, key: str, revision: int, actor_id: i
             draft = planner.draft_decomposition(plan.goal.text, step=target, inputs=inputs, assemble=assemble)
     except planner.PlanningFailed as failure:
         return _decompose_failed(plan, actor, key, str(failure))
+    except (RecursionError, TypeError, KeyError, AttributeError) as error:
+        # Model output shaped in a way the splice did not foresee: refused and said, never a stuck request.
+        log.warning("Decomposing %s of plan %s failed on the planner's answer: %r", key, plan_id, error)
+        return _decompose_failed(plan, actor, key, f"the planner's answer could not be used as a sub-plan ({type(error).__name__})")
     splice = spliced[0]
     try:
         with transaction.atomic():

@@ -182,3 +182,79 @@ def test_the_api_drafts_alternatives_to_an_existing_plan(alice_client, bob_clien
     services.plan_generate(plan_id=response.json()["plan_id"])
     alternatives = alice_client.get(f"/api/goals/{created['goal_id']}").json()["alternatives"]
     assert {a["plan_id"] for a in alternatives} == {created["plan_id"], response.json()["plan_id"]}
+
+
+# ---- what must fail (from an attacker's review of alternatives) -----------------------------------------
+
+
+def test_a_rejected_plan_cannot_return_to_review_unchanged_through_alternatives(alice_client, bob_client, fake_openai):
+    fake_openai.reply(json.dumps(COMPARE_THEN_NOTIFY))
+    created = alice_client.post("/api/goals", {"text": GOAL, "planner": "llm"}, content_type="application/json").json()
+    plan = services.plan_generate(plan_id=created["plan_id"])
+    decision = {"revision": plan.revision, "content_hash": plan.content_hash, "comment": "no paging"}
+    assert bob_client.post(f"/api/plans/{plan.pk}/reject", decision, content_type="application/json").status_code == 200
+    refused = alice_client.post(f"/api/plans/{plan.pk}/alternatives", {"count": 2}, content_type="application/json")
+    assert refused.status_code == 409 and Plan.objects.get(pk=plan.pk).status == Plan.Status.REJECTED
+    assert Plan.objects.count() == 1
+
+
+def test_drafts_that_all_repeat_the_plan_on_the_table_end_in_a_clear_planning_failure(alice_client, fake_openai):
+    fake_openai.reply(json.dumps(COMPARE_THEN_NOTIFY))
+    created = alice_client.post("/api/goals", {"text": GOAL, "planner": "llm"}, content_type="application/json").json()
+    services.plan_generate(plan_id=created["plan_id"])
+    drafting = alice_client.post(f"/api/plans/{created['plan_id']}/alternatives", {"count": 2}, content_type="application/json").json()
+    fake_openai.reply(json.dumps(REWORDED))
+    fake_openai.reply(json.dumps(REWORDED))
+    services.plan_generate(plan_id=drafting["plan_id"])
+    failed = Plan.objects.get(pk=drafting["plan_id"])
+    assert failed.status == Plan.Status.PLANNING_FAILED and "No draft differed" in failed.failure_reason
+    # The goal is not blocked: the plan on the table can still be chosen.
+    chosen = alice_client.post(f"/api/goals/{created['goal_id']}/choose", {"plan_id": created["plan_id"]}, content_type="application/json")
+    assert chosen.status_code == 200
+
+
+def test_every_alternative_keeps_the_budget_the_goal_was_given(alice_client, fake_openai):
+    for answer in (COMPARE_THEN_NOTIFY, REPORT_ONLY):
+        fake_openai.reply(json.dumps(answer))
+    body = {"text": GOAL, "alternatives": 2, "planner": "llm", "budget_tokens": 50_000}
+    created = alice_client.post("/api/goals", body, content_type="application/json").json()
+    services.plan_generate(plan_id=created["plan_id"])
+    plans = Plan.objects.filter(goal_id=created["goal_id"])
+    assert plans.count() == 2 and {plan.budget_tokens for plan in plans} == {50_000}
+
+
+def test_the_goal_text_cannot_change_under_alternatives_already_drafted(alice_client, fake_openai):
+    _, goal = drafted(alice_client, fake_openai)
+    sibling = Plan.objects.get(pk=goal["alternatives"][0]["plan_id"])
+    failed = Plan.objects.create(goal=sibling.goal, status=Plan.Status.PLANNING_FAILED, failure_reason="timeout")
+    from core.errors import ServiceError
+
+    with pytest.raises(ServiceError, match="drafted for its current text"):
+        services.plan_retry_with_goal(plan=failed, actor=failed.goal.requester, text="Page on-call right now regardless of the SLA")
+    assert Plan.objects.get(pk=sibling.pk).goal.text == GOAL
+
+
+def test_whoever_chose_an_alternative_may_not_countersign_it(alice_client, fake_openai):
+    from django.test import Client
+
+    from tests.conftest import client_for, make_user
+
+    admin = make_user("ada", "operator")
+    admin.groups.add(*make_user("bob", "approver").groups.all())
+    goal_id, goal = drafted(alice_client, fake_openai)
+    plan_id = goal["alternatives"][0]["plan_id"]
+    ada = client_for(Client, admin)
+    assert ada.post(f"/api/goals/{goal_id}/choose", {"plan_id": plan_id}, content_type="application/json").status_code == 200
+    plan = Plan.objects.get(pk=plan_id)
+    decision = {"revision": plan.revision, "content_hash": plan.content_hash}
+    refused = ada.post(f"/api/plans/{plan.pk}/approve", decision, content_type="application/json")
+    assert refused.status_code == 403 and Plan.objects.get(pk=plan_id).status == Plan.Status.AWAITING_APPROVAL
+
+
+def test_alternatives_are_refused_for_a_plan_whose_steps_already_ran(alice_client, fake_openai):
+    fake_openai.reply(json.dumps(COMPARE_THEN_NOTIFY))
+    created = alice_client.post("/api/goals", {"text": GOAL, "planner": "llm"}, content_type="application/json").json()
+    plan = services.plan_generate(plan_id=created["plan_id"])
+    plan.steps.filter(key="s1").update(status="succeeded")
+    refused = alice_client.post(f"/api/plans/{plan.pk}/alternatives", {"count": 2}, content_type="application/json")
+    assert refused.status_code == 409 and "already ran" in refused.json()["detail"]

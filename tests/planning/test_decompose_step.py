@@ -173,3 +173,36 @@ def test_the_decomposed_revision_is_shown_as_changes_since_the_proposal(alice, b
     page = bob_client.get(f"/plans/{plan.pk}/").content.decode()
     changes = page[page.index('id="proposal-changes"') :]
     assert "s1" in changes and "s4" in changes and "s5" in changes and "alice" in changes
+
+
+def test_decomposing_a_guarded_step_keeps_its_guard_beside_a_sub_step_s_own_condition(alice, bob, alice_client, fake_openai):
+    plan = reviewed_plan(alice, bob)
+    loosened = {
+        "steps": [{**sub_step("d1", "notify_on_call", {"message": "page", "severity": "warning"}), "condition": "steps.s1.output >= 0"}]
+    }
+    fake_openai.reply(json.dumps(loosened))
+    assert decompose(alice_client, plan, key="s3").status_code == 202
+    services.step_decompose_perform(plan_id=plan.pk, key="s3", revision=plan.revision, actor_id=alice.pk)
+    condition = steps_of(plan.pk)["s4"]["condition"]
+    assert "steps.s1.output > steps.s2.output" in condition and "steps.s1.output >= 0" in condition and " and " in condition
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"steps": [{"key": ["d1"], "title": "x", "tool": "noop", "args": {}}]},
+        {"steps": [sub_step("s2", "noop", {"value": "x"})]},
+        {"steps": [sub_step("d1", "noop", {"value": json.loads("[" * 400 + "]" * 400)})]},
+    ],
+    ids=["a-list-as-key", "a-key-of-the-plan", "arguments-nested-400-deep"],
+)
+def test_a_hostile_sub_plan_is_refused_with_a_reason_and_changes_nothing(alice, bob, alice_client, fake_openai, settings, answer):
+    settings.OPENAI_MAX_RETRIES = 0
+    plan = reviewed_plan(alice, bob)
+    for _ in range(4):  # the first answer and every repair round
+        fake_openai.reply(json.dumps(answer))
+    assert decompose(alice_client, plan).status_code == 202
+    services.step_decompose_perform(plan_id=plan.pk, key="s1", revision=plan.revision, actor_id=alice.pk)
+    after = Plan.objects.get(pk=plan.pk)
+    assert after.revision == plan.revision and after.content_hash == plan.content_hash
+    assert AuditEvent.objects.filter(action="plan.decompose_failed", plan_id=plan.pk).exists()
