@@ -6,6 +6,7 @@ import json
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django_htmx.http import reswap, retarget
 from django_htmx.middleware import HtmxDetails
 
@@ -25,8 +26,20 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
+STEP_ROUTES = ("step_edit", "step_move", "step_delete", "step_decompose")
+
+
+def attach_step_urls(plan: Plan, steps) -> None:
+    """Each card's action URLs, reversed once per page rather than four times per step (a 500-step
+    plan spent a fifth of its render in reverse())."""
+    patterns = {name: reverse(name, args=[plan.pk, "__step__"]) for name in STEP_ROUTES}
+    for step in steps:
+        step.urls = {name: url.replace("__step__", step.key) for name, url in patterns.items()}
+
+
 def plan_context(request, plan: Plan, **extra) -> dict:
     plan, steps = selectors.plan_with_steps(plan)
+    attach_step_urls(plan, steps)
     approvals = selectors.plan_approvals(plan)
     authors = selectors.revision_author_ids(plan)
     can_edit = plan.is_editable and may_edit_steps(request.user, plan) is None
