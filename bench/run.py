@@ -40,7 +40,7 @@ def prepare_environment() -> None:
     os.environ.setdefault("SECRET_KEY", "bench-only-countersign-secret-key-0123456789abcdefghijklmnop")
     os.environ["COUNTERSIGN_TOOL_MODULES"] = "tests.tools,tests.faults.tools"
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    os.environ["COUNTERSIGN_MAX_STEPS"] = "600"
+    os.environ["COUNTERSIGN_MAX_STEPS"] = "1200"
     os.environ["ALLOWED_HOSTS"] = "localhost,127.0.0.1,testserver"
     os.environ.pop("OPENAI_BASE_URL", None)
     os.environ.pop("OPENAI_API_KEY", None)
@@ -288,8 +288,8 @@ def bench_plan_page() -> dict:
             assert response.status_code == 200
         results[f"steps_{size}"] = {"median_ms": round(statistics.median(timings) * 1000, 1), "queries": len(queries)}
     results["queries_constant"] = len({v["queries"] for k, v in results.items() if k.startswith("steps_")}) == 1
-    results["goal"] = "query count independent of plan size"
-    results["met"] = results["queries_constant"]
+    results["goal"] = "queries constant; 100 steps <= 60 ms, 500 steps <= 200 ms"
+    results["met"] = results["queries_constant"] and results["steps_100"]["median_ms"] <= 60 and results["steps_500"]["median_ms"] <= 200
     return results
 
 
@@ -391,6 +391,48 @@ def bench_load(procs: Processes) -> dict:
         "no_step_twice": executed == steps and attempts == steps,
         "met": executed == steps == attempts == 500,
     }
+
+
+def bench_curves(procs: Processes) -> dict:
+    """Issue 19's scaling curves: per-step overhead of a chain at 10, 100 and 1,000 steps per plan (one
+    prefork worker process), and throughput at 1, 10 and 50 concurrent plans of 10 independent steps (two
+    worker processes of two slots). Flat means the cost of a step does not grow with the plan's length,
+    and throughput does not fall as plans are added."""
+    from execution import engine
+    from planning.models import Plan, Step
+
+    results: dict = {}
+    worker = procs.worker("curves-chain", pool="prefork", concurrency=1)
+    try:
+        for length in (10, 100, 1000):
+            plan = make_plan([step(f"s{i}", "noop", depends_on=[f"s{i - 1}"] if i else []) for i in range(length)], f"chain {length}")
+            run_and_wait(plan, timeout=1800)
+            rows = list(Step.objects.filter(plan=plan).order_by("position").values_list("finished_at", flat=True))
+            gaps = [(rows[i] - rows[i - 1]).total_seconds() for i in range(1, len(rows))]
+            results[f"chain_{length}_per_step_ms"] = round(statistics.median(gaps) * 1000, 2)
+    finally:
+        procs.stop(worker)
+    workers = [procs.worker("curves-a", pool="prefork", concurrency=2), procs.worker("curves-b", pool="prefork", concurrency=2)]
+    try:
+        for count in (1, 10, 50):
+            plans = [make_plan([step(f"s{i}", "noop") for i in range(10)], f"throughput {count}/{n}") for n in range(count)]
+            ids = [plan.pk for plan in plans]
+            started = time.perf_counter()
+            for plan in plans:
+                engine.plan_run(plan_id=plan.pk, actor=people()[0])
+            deadline = time.monotonic() + 900
+            while time.monotonic() < deadline and Plan.objects.filter(pk__in=ids).exclude(status=Plan.Status.SUCCEEDED).exists():
+                time.sleep(0.02)
+            results[f"plans_{count}_steps_per_s"] = round(10 * count / (time.perf_counter() - started), 1)
+    finally:
+        for worker in workers:
+            procs.stop(worker)
+    results["chain_growth_1000_vs_10"] = round(results["chain_1000_per_step_ms"] / results["chain_10_per_step_ms"], 2)
+    results["throughput_50_vs_10"] = round(results["plans_50_steps_per_s"] / results["plans_10_steps_per_s"], 2)
+    flat = results["chain_growth_1000_vs_10"] <= 1.25 and results["throughput_50_vs_10"] >= 0.8
+    results["goal"] = "flat: a 1,000-step chain's step costs <= 1.25x a 10-step chain's; 50 plans keep >= 0.8x the throughput of 10"
+    results["met"] = flat
+    return results
 
 
 def bench_soak(procs: Processes, *, plans_count: int = 200, steps_per_plan: int = 10, kill_every_s: float = 4.0) -> dict:
@@ -522,6 +564,7 @@ def main() -> int:
         ("playbooks", bench_playbooks),
         ("sandbox", bench_sandbox),
         ("load", lambda: bench_load(procs)),
+        ("curves", lambda: bench_curves(procs)),
         ("soak", lambda: bench_soak(procs)),
     ]
     only = set(sys.argv[1:])
@@ -570,7 +613,7 @@ def write_performance_doc(results: dict) -> None:
                 for k, v in values.items()
                 if isinstance(v, dict)
             )
-            goal = "queries constant"
+            goal = values.get("goal", "queries constant")
         else:
             shown = "; ".join(f"{k}={v}" for k, v in values.items() if k not in {"goal", "met", "bench_s"} and not isinstance(v, dict))
             goal = values.get("goal", "")
