@@ -68,7 +68,8 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
     normalised), so verify() recomputes the same hash from the row."""
     data = json_as_stored(data or {})
     actor_name = actor.get_username() if actor is not None else SYSTEM_ACTOR
-    with transaction.atomic():
+    # No savepoint (two round trips each): an error here must roll back the caller's change as well.
+    with transaction.atomic(savepoint=False):
         # Updating the head row first takes its row lock (PostgreSQL) or the write lock (SQLite) before
         # anything is read, so concurrent writers line up and the chain never forks.
         # One round trip: advance the sequence and read the tip (RETURNING: PostgreSQL, SQLite >= 3.35).
