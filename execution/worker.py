@@ -18,7 +18,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from core import statements
-from execution.engine import dispatch, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
+from execution.engine import dispatch, dispatch_after, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
 from execution.failpoints import failpoint
 from execution.transitions import S, StepMoved, step_finish, step_interrupt, step_transition
 from planning import usage
@@ -131,8 +131,7 @@ def execute_step(step_id: int, token: int | None = None) -> str:
     with transaction.atomic():
         step = _finish(step, attempt, output)
     failpoint("after_finish")
-    if _has_work(step.plan_id):
-        dispatch(step.plan_id)
+    dispatch_after(step.plan_id, step.key)
     return "succeeded"
 
 

@@ -29,7 +29,13 @@ def statements_by_phase(people, length: int, monkeypatch) -> dict[str, list[str]
     middle = Step.objects.get(plan=plan, key="s2")
     phase, found = ["other"], defaultdict(list)
     with monkeypatch.context() as patched:
-        for name, function in [("claim", "_claim"), ("finish", "_finish"), ("dispatch", "_has_work"), ("dispatch", "dispatch")]:
+        for name, function in [
+            ("claim", "_claim"),
+            ("finish", "_finish"),
+            ("dispatch", "_has_work"),
+            ("dispatch", "dispatch"),
+            ("dispatch", "dispatch_after"),
+        ]:
             patched.setattr(worker, function, _in_phase(name, getattr(worker, function), phase))
 
         def record(execute, sql, params, many, context):
