@@ -3,14 +3,15 @@ PostgreSQL data-modifying CTE, so a durable transition costs fewer round trips. 
 compiled by Django's own compilers (the fields convert their values as `save()` and `update()` would);
 only the joining is ours. Elsewhere (SQLite) they run one after the other, in the caller's transaction."""
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model, QuerySet
+from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery, UpdateQuery
 
 
-def _insert(obj: Model) -> tuple[str, tuple]:
+def _insert(obj: Model, on_conflict=None) -> tuple[str, tuple]:
     meta = obj._meta
-    query = InsertQuery(type(obj))
+    query = InsertQuery(type(obj), on_conflict=on_conflict)
     query.insert_values([field for field in meta.concrete_fields if field is not meta.auto_field], [obj])
     compiler = query.get_compiler(connection=connection)
     compiler.returning_fields = [meta.pk]
@@ -25,23 +26,34 @@ def _update(rows: QuerySet, values: dict) -> tuple[str, tuple]:
     return sql, tuple(params)
 
 
-def insert_and_update(obj: Model, rows: QuerySet, values: dict) -> int:
-    """Insert `obj` (setting its pk) and update `rows` with `values`; returns how many rows were updated.
-    A constraint the insert breaks raises IntegrityError and nothing is written."""
+def insert_then_update(obj: Model, rows: QuerySet, values: dict) -> bool:
+    """Insert `obj` unless a row with one of its unique values exists already, and only if it was
+    inserted, update `rows` (filtered) with `values`. Returns whether it was inserted (`obj` then has its
+    pk). A conflict is not an error, so the caller's transaction goes on without a savepoint."""
     if connection.vendor != "postgresql":
-        obj.save(force_insert=True)
-        return rows.update(**values)
-    insert_sql, insert_params = _insert(obj)
+        try:
+            with transaction.atomic():
+                obj.save(force_insert=True)
+        except IntegrityError:
+            return False
+        rows.update(**values)
+        return True
+    insert_sql, insert_params = _insert(obj, on_conflict=OnConflict.IGNORE)
     update_sql, update_params = _update(rows, values)
+    update, where = update_sql.split(" WHERE ", 1)  # a filtered update: the insert becomes part of its condition
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH inserted AS ({insert_sql}), updated AS ({update_sql} RETURNING 1) "  # noqa: S608 - compiled by Django
-            "SELECT (SELECT * FROM inserted), (SELECT count(*) FROM updated)",
+            f"WITH inserted AS ({insert_sql}), "  # noqa: S608 - compiled by Django
+            f"updated AS ({update} WHERE ({where}) AND EXISTS (SELECT 1 FROM inserted) RETURNING 1) "
+            "SELECT (SELECT * FROM inserted)",
             insert_params + update_params,
         )
-        obj.pk, updated = cursor.fetchone()
+        (pk,) = cursor.fetchone()
+    if pk is None:
+        return False
+    obj.pk = pk
     obj._state.adding, obj._state.db = False, connection.alias
-    return updated
+    return True
 
 
 def update_both(first: QuerySet, first_values: dict, rows: QuerySet, values: dict) -> int:

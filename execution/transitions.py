@@ -52,9 +52,10 @@ class IllegalTransition(Exception):
     """A bug: some code tried to move a step where the table does not allow it."""
 
 
-class StepMoved(Exception):
-    """A write that holds no lock on the step found it no longer in the status it was read in (another
-    process moved it): nothing was recorded, and the caller decides again under the lock."""
+class WriteRefused(Exception):
+    """A caller's own write found its condition gone: the step moved since it was read without a lock,
+    or the attempt it was to start had started already. The statement ran without error but changed
+    nothing, and nothing was recorded, so the caller's transaction may go on and decide again."""
 
 
 def check_transition(step: Step, to: str) -> None:
@@ -76,8 +77,9 @@ def step_transition(
     """Move `step` to status `to`, setting `fields` on it as well. `action` overrides the audit action
     (None: record nothing); `data` is added to the event; `log` is the live page's activity line.
     `write(step, values)` stores the changed columns instead of `save()`: a caller that writes another
-    row in the same statement, or that holds no lock and writes only while the row is still in the
-    status it read (returning False otherwise, which raises StepMoved before anything is recorded)."""
+    row in the same statement, or writes only on a condition (the row still in the status it read
+    without a lock); it returns False when it wrote nothing, which raises WriteRefused before anything
+    is recorded."""
     check_transition(step, to)
     fields = dict(fields or {})
     if to in DONE:
@@ -88,7 +90,7 @@ def step_transition(
     if write is None:
         step.save(update_fields=["status", *fields])
     elif not write(step, {"status": to, **fields}):
-        raise StepMoved(f"Step {step.key} of plan {step.plan_id} moved before it could become {to}.")
+        raise WriteRefused(f"Step {step.key} of plan {step.plan_id} was not moved to {to}: its write's condition no longer held.")
     action = ACTIONS[to] if action == "" else action
     if action:
         audit.record(action=action, actor=actor, plan_id=step.plan_id, step_key=step.key, data={"risk": step.risk, **(data or {})})

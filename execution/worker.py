@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from core import statements
 from execution.engine import dispatch, dispatch_after, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
 from execution.failpoints import failpoint
-from execution.transitions import S, StepMoved, step_finish, step_interrupt, step_transition
+from execution.transitions import S, WriteRefused, step_finish, step_interrupt, step_transition
 from planning import usage
 from planning.models import Plan, Step, StepAttempt
 from planning.review import approval_still_binds, valid_plan_approval
@@ -70,19 +70,18 @@ def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
         attempt = StepAttempt(idempotency_key=key, step=step, number=number, worker=_worker_name())
         status = step.status
         try:
-            with transaction.atomic():
-                # The attempt row and the step's move to running are one statement; the unique key refuses
-                # a second start of the same attempt.
-                step_transition(
-                    step,
-                    S.RUNNING,
-                    # The run's own deadline starts now: time spent waiting in the queue is not time running.
-                    fields={"started_at": step.started_at or timezone.now(), "deadline": run_deadline(step)},
-                    data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
-                    log=f"{step.key} running ({step.tool}, attempt {number}).",
-                    write=lambda step, values: statements.insert_and_update(attempt, Step.objects.filter(pk=step.pk), values) == 1,
-                )
-        except IntegrityError:
+            step_transition(
+                step,
+                S.RUNNING,
+                # The run's own deadline starts now: time spent waiting in the queue is not time running.
+                fields={"started_at": step.started_at or timezone.now(), "deadline": run_deadline(step)},
+                data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
+                log=f"{step.key} running ({step.tool}, attempt {number}).",
+                # The attempt row and the move to running are one statement, and the move happens only if
+                # the row was inserted: its unique key refuses a second start of the same attempt.
+                write=lambda step, values: statements.insert_then_update(attempt, Step.objects.filter(pk=step.pk), values),
+            )
+        except WriteRefused:
             step.status = status
             step_interrupt(
                 step,
@@ -147,7 +146,7 @@ def _finish(step: Step, attempt: StepAttempt, output) -> Step:
 
     try:
         return step_finish(step, S.SUCCEEDED, output=output, write=write)
-    except StepMoved:  # raised before anything was recorded, by a statement that succeeded
+    except WriteRefused:  # the step moved since the claim; nothing was written to it
         step = Step.objects.select_for_update().get(pk=step.pk)
         return step_finish(step, S.SUCCEEDED, output=output)
 
