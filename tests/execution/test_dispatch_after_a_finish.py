@@ -2,7 +2,10 @@
 cost does not grow with the plan; a join waits for its last dependency, and what the narrow read cannot
 decide (a skip that cascades, the end of the plan) is decided by the whole-plan dispatch."""
 
+import threading
+
 import pytest
+from django.db import connections, transaction
 
 from core import jobs
 from execution import engine
@@ -67,3 +70,37 @@ def test_arguments_that_read_earlier_outputs_are_resolved_with_their_provenance(
     s3 = steps_of(plan)["s3"]
     assert s3.status == S.QUEUED and s3.resolved_args == {"value": 5}
     assert [entry["step"] for entry in s3.provenance["value"]] == ["s1"]
+
+
+def test_two_dependencies_finishing_together_queue_their_join_exactly_once(transactional_db, monkeypatch):
+    sent = []
+    monkeypatch.setattr(jobs, "enqueue", lambda name, *args, **options: sent.append((name, *args)))
+    people = make_user("alice", "operator"), make_user("bob", "approver")
+    plan = running_plan(
+        people, [step("a", "noop"), step("b", "noop"), step("join", "noop", depends_on=["a", "b"])], a=S.RUNNING, b=S.RUNNING
+    )
+    both_written = threading.Barrier(2, timeout=10)
+    errors = []
+
+    def finish(key):
+        try:
+            with transaction.atomic():
+                Step.objects.filter(plan=plan, key=key).update(status=S.SUCCEEDED, output=1)
+                both_written.wait()  # each finish is written while the other's is not yet committed
+            engine.dispatch_after(plan.pk, key)
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=finish, args=(key,)) for key in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    join = steps_of(plan)["join"]
+    assert join.status == S.QUEUED
+    assert [args for args in sent if args[0].endswith("execute_step_task")] == [
+        ("planning.tasks.execute_step_task", join.pk, engine.queue_token(join))
+    ]
