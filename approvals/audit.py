@@ -38,13 +38,38 @@ def _advance_head() -> AuditHead | None:
     return AuditHead(pk=1, seq=row[0], hash=row[1]) if row else None
 
 
+_COLUMNS = ["seq", "created_at", "actor", "actor_name", "action", "plan_id", "step_key", "data", "prev_hash", "hash"]
+
+
+def _insert_and_move_head(event: AuditEvent) -> None:
+    """Store the event and point the head at it. On PostgreSQL one statement does both (a data-modifying
+    CTE), so an append costs two round trips: advance the head, then this."""
+    if connection.vendor != "postgresql":
+        event.save(force_insert=True)
+        AuditHead.objects.filter(pk=1).update(hash=event.hash)
+        return
+    fields = [AuditEvent._meta.get_field(name) for name in _COLUMNS]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    values = [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields]
+    events, heads = (connection.ops.quote_name(model._meta.db_table) for model in (AuditEvent, AuditHead))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH appended AS (INSERT INTO {events} ({columns}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id, hash) "  # noqa: S608 - our tables and columns
+            f"UPDATE {heads} SET hash = appended.hash FROM appended WHERE {heads}.id = 1 RETURNING appended.id",
+            values,
+        )
+        event.pk = cursor.fetchone()[0]
+    event._state.adding, event._state.db = False, connection.alias
+
+
 def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str = "", data: dict | None = None) -> AuditEvent:
     """Append one event. Runs inside the caller's transaction, so the event commits or rolls back with
     the change it describes. `data` is stored, and hashed, as jsonb will give it back (numbers
     normalised), so verify() recomputes the same hash from the row."""
     data = json_as_stored(data or {})
     actor_name = actor.get_username() if actor is not None else SYSTEM_ACTOR
-    with transaction.atomic():
+    # No savepoint (two round trips each): an error here must roll back the caller's change as well.
+    with transaction.atomic(savepoint=False):
         # Updating the head row first takes its row lock (PostgreSQL) or the write lock (SQLite) before
         # anything is read, so concurrent writers line up and the chain never forks.
         # One round trip: advance the sequence and read the tip (RETURNING: PostgreSQL, SQLite >= 3.35).
@@ -63,7 +88,7 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
             data=data,
             prev_hash=head.hash,
         )
-        event = AuditEvent.objects.create(
+        event = AuditEvent(
             seq=head.seq,
             created_at=created_at,
             actor=actor,
@@ -75,7 +100,7 @@ def record(*, action: str, actor=None, plan_id: int | None = None, step_key: str
             prev_hash=head.hash,
             hash=digest,
         )
-        AuditHead.objects.filter(pk=1).update(hash=digest)
+        _insert_and_move_head(event)
         notifications.on_audit_event(event)
     return event
 

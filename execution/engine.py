@@ -5,10 +5,13 @@ dispatch the same step; each step's moves go through execution.transitions (chec
 after commit). Executing one step is the worker's job (execution/worker.py).
 """
 
+import json
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -24,7 +27,7 @@ from execution.transitions import ALLOWED, DONE, OPEN, S, check_transition, step
 from planning import broadcast, dry_runs
 from planning.expressions import ExpressionError, evaluate_condition, resolve_templates
 from planning.models import Plan, Step, content_hash_of
-from planning.provenance import step_provenance
+from planning.provenance import direct_sources, step_provenance
 from planning.review import valid_plan_approval
 from tools.registry import readable_validation_errors, registry
 from tools.selectors import definition_change
@@ -153,6 +156,61 @@ def dispatch(plan_id: int) -> None:
             return
         dispatch_locked(plan, list(plan.steps.select_for_update()))
         failpoint("during_dispatch")
+
+
+def dispatch_after(plan_id: int, finished_key: str) -> None:
+    """What the success of step `finished_key` makes ready, reading only its dependants and their
+    dependencies (not the whole plan): each dependant whose dependencies all succeeded is prepared and
+    queued or gated. Anything else (a blocked or skipped dependant whose skip must cascade, nothing left
+    open so the plan ends, content that moved) is the whole-plan dispatch's, in the same transaction.
+
+    The plan's lock is taken first, so of two steps that finish together the later one reads after the
+    earlier one's commit, and a dependant of both is never missed (nor queued twice)."""
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update(of=("self",)).select_related("goal__requester").get(pk=plan_id)
+        if plan.status != Plan.Status.RUNNING:
+            return
+        by_key = {step.key: step for step in _neighbourhood(plan, finished_key)}
+        if not _dispatch_dependants(plan, by_key, finished_key):
+            dispatch_locked(plan, list(plan.steps.select_for_update()))
+        failpoint("during_dispatch")
+
+
+def _neighbourhood(plan: Plan, key: str):
+    """The step `key`, the steps that depend on it and their dependencies; each says whether anything in
+    the plan is still open. Read after the plan's lock is held; pending steps change only under it."""
+    dependencies_of_dependants = RawSQL(  # noqa: S611 - our table, parameters bound
+        f"SELECT jsonb_array_elements_text(depends_on) FROM {Step._meta.db_table} WHERE plan_id = %s AND depends_on @> %s::jsonb",  # noqa: S608
+        (plan.pk, json.dumps([key])),
+    )
+    return (
+        Step.objects.filter(plan_id=plan.pk)
+        .filter(Q(key=key) | Q(depends_on__contains=[key]) | Q(key__in=dependencies_of_dependants))
+        .annotate(plan_open=Exists(Step.objects.filter(plan_id=plan.pk, status__in=OPEN)))
+    )
+
+
+def _dispatch_dependants(plan: Plan, by_key: dict[str, Step], finished_key: str) -> bool:
+    """Prepare the ready dependants of `finished_key`; False when the whole-plan dispatch must decide."""
+    finished = by_key[finished_key]
+    if plan.content_hash != plan.executing_hash or finished.status != S.SUCCEEDED or not finished.plan_open:
+        return False
+    dependants = [step for step in by_key.values() if step.status == S.PENDING and finished_key in step.depends_on]
+    if any(by_key[key].status in {S.SKIPPED, S.FAILED, S.CANCELLED} for step in dependants for key in step.depends_on):
+        return False
+    ready = [step for step in dependants if all(by_key[key].status == S.SUCCEEDED for key in step.depends_on)]
+    if any(step_refusal(step) is not None for step in ready):
+        return False
+    sources = by_key
+    if any(direct_sources(step) for step in ready):
+        # Templates and conditions may read any earlier step, and a provenance chain walks on through the
+        # steps those read: they are done, so they are read without locks.
+        sources = {step.key: step for step in plan.steps.all()} | by_key
+    outputs = {step.key: step.output for step in sources.values() if step.status == S.SUCCEEDED}
+    for step in ready:
+        _prepare(plan, step, outputs, sources)
+    # A dependant skipped or failed while being prepared may block further steps, or end the plan.
+    return not any(step.status in DONE for step in ready)
 
 
 def needs_dispatch(rows: list[tuple[str, str, list[str]]]) -> bool:

@@ -3,6 +3,8 @@ below, saves the step, records the audit event and announces the change to the p
 "save + audit + announce" is written once and an illegal move is an error rather than a silent write.
 The caller holds the step's row lock (and the plan's, where it dispatches)."""
 
+from collections.abc import Callable
+
 from django.utils import timezone
 
 from approvals import audit
@@ -50,6 +52,12 @@ class IllegalTransition(Exception):
     """A bug: some code tried to move a step where the table does not allow it."""
 
 
+class WriteRefused(Exception):
+    """A caller's own write found its condition gone: the step moved since it was read without a lock,
+    or the attempt it was to start had started already. The statement ran without error but changed
+    nothing, and nothing was recorded, so the caller's transaction may go on and decide again."""
+
+
 def check_transition(step: Step, to: str) -> None:
     if to not in ALLOWED[step.status]:
         raise IllegalTransition(f"Step {step.key} of plan {step.plan_id} cannot go from {step.status} to {to}.")
@@ -64,9 +72,14 @@ def step_transition(
     data: dict | None = None,
     actor=None,
     log: str | None = None,
+    write: Callable[[Step, dict], bool] | None = None,
 ) -> Step:
     """Move `step` to status `to`, setting `fields` on it as well. `action` overrides the audit action
-    (None: record nothing); `data` is added to the event; `log` is the live page's activity line."""
+    (None: record nothing); `data` is added to the event; `log` is the live page's activity line.
+    `write(step, values)` stores the changed columns instead of `save()`: a caller that writes another
+    row in the same statement, or writes only on a condition (the row still in the status it read
+    without a lock); it returns False when it wrote nothing, which raises WriteRefused before anything
+    is recorded."""
     check_transition(step, to)
     fields = dict(fields or {})
     if to in DONE:
@@ -74,7 +87,10 @@ def step_transition(
     step.status = to
     for name, value in fields.items():
         setattr(step, name, value)
-    step.save(update_fields=["status", *fields])
+    if write is None:
+        step.save(update_fields=["status", *fields])
+    elif not write(step, {"status": to, **fields}):
+        raise WriteRefused(f"Step {step.key} of plan {step.plan_id} was not moved to {to}: its write's condition no longer held.")
     action = ACTIONS[to] if action == "" else action
     if action:
         audit.record(action=action, actor=actor, plan_id=step.plan_id, step_key=step.key, data={"risk": step.risk, **(data or {})})
@@ -82,13 +98,14 @@ def step_transition(
     return step
 
 
-def step_finish(step: Step, to: str, *, note: str = "", error: str = "", output=None, actor=None) -> Step:
+def step_finish(step: Step, to: str, *, note: str = "", error: str = "", output=None, actor=None, write=None) -> Step:
     """A step arrives at a terminal status with its note or error (and output, when it succeeded)."""
     fields = {"note": note[:300], "error": error}
     if output is not None:
         fields["output"] = output
     line = f"{step.key} {S(to).label.lower()}" + (f": {note or error}" if note or error else ".")
-    return step_transition(step, to, fields=fields, data={"note": note[:300], "error": error[:2000]}, actor=actor, log=line)
+    data = {"note": note[:300], "error": error[:2000]}
+    return step_transition(step, to, fields=fields, data=data, actor=actor, log=line, write=write)
 
 
 def step_interrupt(step: Step, *, note: str, reason: str, data: dict | None = None) -> Step:

@@ -11,16 +11,19 @@ from datetime import timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import ValidationError
 
-from execution.engine import dispatch, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
+from core import statements
+from execution.engine import dispatch, dispatch_after, needs_dispatch, queue_step, queue_token, run_deadline, step_intact
 from execution.failpoints import failpoint
-from execution.transitions import S, step_finish, step_interrupt, step_transition
+from execution.transitions import S, WriteRefused, step_finish, step_interrupt, step_transition
 from planning import usage
 from planning.models import Plan, Step, StepAttempt
-from planning.review import valid_plan_approval
+from planning.review import approval_still_binds, valid_plan_approval
 from tools.registry import ToolError, registry
 
 log = logging.getLogger(__name__)
@@ -36,10 +39,8 @@ def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
     (the step was queued again since this message was sent) or "failed" (the plan no longer matches its
     approval)."""
     with transaction.atomic():
-        # Only the step's row is locked: parallel steps of one plan start without queueing on the plan's
-        # lock. A cancel takes the plan's lock and then the steps', so it waits for this claim or sees it.
-        step = Step.objects.select_for_update().get(pk=step_id)
-        plan = Plan.objects.select_related("goal").get(pk=step.plan_id)
+        step = _locked_for_claim(step_id)
+        plan = step.plan
         tool = registry.get(step.tool)
         if plan.status != Plan.Status.RUNNING or step.status not in {S.QUEUED, S.RUNNING}:
             return "refused"
@@ -47,10 +48,11 @@ def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
             # The reconciler sent the step again after this message had waited too long; the newer
             # message runs it, so this one must not (nor interrupt a run the newer one started).
             return "stale"
-        if plan.content_hash != plan.executing_hash or valid_plan_approval(plan) is None or not step_intact(step):
+        approved = step.approval_binds or valid_plan_approval(plan) is not None
+        if plan.content_hash != plan.executing_hash or not approved or not step_intact(step):
             step_finish(step, S.FAILED, error="Refused: the plan no longer matches the approved content.")
             return "failed"
-        previous = step.attempts.count()
+        previous = step.previous_attempts
         if step.status == S.RUNNING and not (tool and tool.idempotent):
             # The task came back while its attempt was under way (the worker died): running it again could
             # repeat a side effect, so a person decides.
@@ -65,14 +67,22 @@ def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
         key = f"{plan.executing_hash[:16]}:{step.key}:{plan.replan_count}:{step.queued_at.timestamp() if step.queued_at else 0}"
         if tool and tool.idempotent:
             key += f":{number}"
+        attempt = StepAttempt(idempotency_key=key, step=step, number=number, worker=_worker_name())
+        status = step.status
         try:
-            # One INSERT on the happy path; the unique key refuses a second start of the same attempt.
-            with transaction.atomic():
-                attempt = StepAttempt.objects.create(idempotency_key=key, step=step, number=number, worker=_worker_name())
-            created = True
-        except IntegrityError:
-            created = False
-        if not created:
+            step_transition(
+                step,
+                S.RUNNING,
+                # The run's own deadline starts now: time spent waiting in the queue is not time running.
+                fields={"started_at": step.started_at or timezone.now(), "deadline": run_deadline(step)},
+                data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
+                log=f"{step.key} running ({step.tool}, attempt {number}).",
+                # The attempt row and the move to running are one statement, and the move happens only if
+                # the row was inserted: its unique key refuses a second start of the same attempt.
+                write=lambda step, values: statements.insert_then_update(attempt, Step.objects.filter(pk=step.pk), values),
+            )
+        except WriteRefused:
+            step.status = status
             step_interrupt(
                 step,
                 note="Interrupted: this attempt already started once. Retry or skip it.",
@@ -81,15 +91,21 @@ def _claim(step_id: int, token: int | None) -> tuple[Step, StepAttempt] | str:
             )
             return "refused"
         failpoint("after_attempt_row")
-        step_transition(
-            step,
-            S.RUNNING,
-            # The run's own deadline starts now: time spent waiting in the queue is not time running.
-            fields={"started_at": step.started_at or timezone.now(), "deadline": run_deadline(step)},
-            data={"attempt": number, "attempt_key": key, "args": step.resolved_args},
-            log=f"{step.key} running ({step.tool}, attempt {number}).",
-        )
     return step, attempt
+
+
+def _locked_for_claim(step_id: int) -> Step:
+    """One statement reads what a claim decides on: the step's row, locked (only it: parallel steps of
+    one plan start without queueing on the plan's lock; a cancel takes the plan's lock and then the
+    steps', so it waits for this claim or sees it), its plan and goal, whether the plan's approval still
+    binds, and how many attempts the step had."""
+    attempts = StepAttempt.objects.filter(step=OuterRef("pk")).order_by().values("step").annotate(n=Count("pk")).values("n")
+    return (
+        Step.objects.select_for_update(of=("self",))
+        .select_related("plan__goal")
+        .annotate(approval_binds=approval_still_binds("plan"), previous_attempts=Coalesce(Subquery(attempts), 0))
+        .get(pk=step_id)
+    )
 
 
 def execute_step(step_id: int, token: int | None = None) -> str:
@@ -112,13 +128,27 @@ def execute_step(step_id: int, token: int | None = None) -> str:
         return _attempt_failed(step, attempt, tool, error)
     failpoint("after_tool_returns")
     with transaction.atomic():
-        StepAttempt.objects.filter(pk=attempt.pk).update(status="succeeded", finished_at=timezone.now())
-        step = Step.objects.select_for_update().get(pk=step.pk)
-        step_finish(step, S.SUCCEEDED, output=output)
+        step = _finish(step, attempt, output)
     failpoint("after_finish")
-    if _has_work(step.plan_id):
-        dispatch(step.plan_id)
+    dispatch_after(step.plan_id, step.key)
     return "succeeded"
+
+
+def _finish(step: Step, attempt: StepAttempt, output) -> Step:
+    """Record the success: the attempt and the step in one statement, written only while the step is
+    still running (the row lock is taken by that write), then its audit event. A step that moved since
+    the claim (the reconciler interrupted or requeued it) is decided again under its lock, as before."""
+    attempt_done = {"status": "succeeded", "finished_at": timezone.now()}
+
+    def write(step: Step, values: dict) -> bool:
+        still_running = Step.objects.filter(pk=step.pk, status=S.RUNNING)
+        return statements.update_both(StepAttempt.objects.filter(pk=attempt.pk), attempt_done, still_running, values) == 1
+
+    try:
+        return step_finish(step, S.SUCCEEDED, output=output, write=write)
+    except WriteRefused:  # the step moved since the claim; nothing was written to it
+        step = Step.objects.select_for_update().get(pk=step.pk)
+        return step_finish(step, S.SUCCEEDED, output=output)
 
 
 def _has_work(plan_id: int) -> bool:

@@ -2,6 +2,7 @@
 rule. The decision changes the plan's status, so it lives with the plan (approvals keeps the records)."""
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from approvals import audit
 from approvals.models import Approval
@@ -132,6 +133,25 @@ def changes_request(plan: Plan) -> Approval | None:
         .select_related("approver")
         .order_by("-created_at")
         .first()
+    )
+
+
+def approval_still_binds(plan_path: str) -> Exists:
+    """For a query over rows that lead to a plan by `plan_path` (a step: "plan"): whether a plan approval
+    still binds the plan's current revision and content hash, in one subquery. A claim checks this on
+    every step of a run; the whole check (`valid_plan_approval`: the dry run of a code plan, the M-of-N
+    requirements of the policies) ran when the run started, and every later edit, replan or fresh dry
+    run voids the approvals (or moves the hash), which this sees. False for a code plan, whose approval
+    binds its diff too: there the caller falls back to the whole check."""
+    return Exists(
+        Approval.objects.filter(
+            plan_id=OuterRef(f"{plan_path}_id"),
+            kind=Approval.Kind.PLAN,
+            decision=Approval.Decision.APPROVED,
+            voided_at__isnull=True,
+            content_hash=OuterRef(f"{plan_path}__content_hash"),
+            revision=OuterRef(f"{plan_path}__revision"),
+        )
     )
 
 

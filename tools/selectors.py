@@ -45,12 +45,16 @@ def definition_change(tool_name: str, pinned_hash: str) -> str | None:
         return None  # steps stored before definitions were pinned
     builtin = registry.builtin(tool_name)
     if builtin is not None:
-        current_hash, current, before = builtin.definition_hash, builtin.definition(), None
+        # Checked on every claim and dispatch: the definition (a JSON schema built by pydantic, ≈ 1 ms) is
+        # built only to say what changed.
+        if builtin.definition_hash == pinned_hash:
+            return None
+        current, before = builtin.definition(), None
     else:
         row = ToolDefinition.objects.select_related("source").filter(full_name=tool_name).first()
         if row is None or row.status == ToolDefinition.Status.REMOVED or not row.source.enabled:
             return f"tool `{tool_name}` was removed since approval"
-        current_hash, current, before = row.definition_hash, row.definition(), row.history.get(pinned_hash)
-    if current_hash == pinned_hash:
-        return None
+        if row.definition_hash == pinned_hash:
+            return None
+        current, before = row.definition(), row.history.get(pinned_hash)
     return f"tool `{tool_name}` changed since approval: {', '.join(changed_parts(before, current))}"
