@@ -96,31 +96,33 @@ def plan_generate(*, plan_id: int) -> Plan:
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         if plan.status != Plan.Status.PLANNING:
             return plan
-        plan.planner, plan.planner_source, plan.model = draft.planner, draft.source, draft.model
-        plan.tokens_in, plan.tokens_out, plan.latency_ms = draft.tokens_in, draft.tokens_out, draft.latency_ms
-        plan.output_mode = draft.output_mode
         plan.failure_reason = ""
-        write_revision(plan, draft.steps, author=None, planner=draft.planner, reason=f"Proposed by {draft.source}")
-        audit.record(
-            action="plan.proposed",
-            plan_id=plan.pk,
-            data={
-                "planner": draft.planner,
-                "source": draft.source,
-                "model": draft.model,
-                "tokens_in": draft.tokens_in,
-                "tokens_out": draft.tokens_out,
-                "latency_ms": draft.latency_ms,
-                "repairs": draft.repairs,
-                "output_mode": draft.output_mode,
-                "revision": plan.revision,
-                "content_hash": plan.content_hash,
-                "steps": len(draft.steps),
-                "mode": plan.goal.mode,
-            },
-        )
+        proposed = _store_draft(plan, draft, reason=f"Proposed by {draft.source}")
+        audit.record(action="plan.proposed", plan_id=plan.pk, data={**proposed, "mode": plan.goal.mode})
         _after_revision(plan)
     return plan
+
+
+def _store_draft(plan: Plan, draft: planner.Draft, *, reason: str) -> dict:
+    """A draft's planner facts onto the plan and its steps as the next revision (the caller holds the
+    plan's lock); returns what the plan.proposed audit event says of it."""
+    plan.planner, plan.planner_source, plan.model = draft.planner, draft.source, draft.model
+    plan.tokens_in, plan.tokens_out, plan.latency_ms = draft.tokens_in, draft.tokens_out, draft.latency_ms
+    plan.output_mode = draft.output_mode
+    write_revision(plan, draft.steps, author=None, planner=draft.planner, reason=reason)
+    return {
+        "planner": draft.planner,
+        "source": draft.source,
+        "model": draft.model,
+        "tokens_in": draft.tokens_in,
+        "tokens_out": draft.tokens_out,
+        "latency_ms": draft.latency_ms,
+        "repairs": draft.repairs,
+        "output_mode": draft.output_mode,
+        "revision": plan.revision,
+        "content_hash": plan.content_hash,
+        "steps": len(draft.steps),
+    }
 
 
 def _after_revision(plan: Plan) -> None:
@@ -495,34 +497,13 @@ def _open_alternatives(plan: Plan) -> list[list[dict]]:
 
 
 def _write_alternative(plan: Plan, draft: planner.Draft, *, alone: bool) -> dict:
-    plan.planner, plan.planner_source, plan.model = draft.planner, draft.source, draft.model
-    plan.tokens_in, plan.tokens_out, plan.latency_ms, plan.output_mode = (
-        draft.tokens_in,
-        draft.tokens_out,
-        draft.latency_ms,
-        draft.output_mode,
-    )
-    write_revision(plan, draft.steps, author=None, planner=draft.planner, reason=f"Alternative proposed by {draft.source}")
+    proposed = _store_draft(plan, draft, reason=f"Alternative proposed by {draft.source}")
     plan.alternative_score, plan.alternative_reason = alternatives.score_of(plan, plan.steps.all())
     # A single distinct draft is no choice: it goes straight to review.
     plan.status = Plan.Status.AWAITING_APPROVAL if alone else Plan.Status.ALTERNATIVE
     plan.save()
     summary = {"plan_id": plan.pk, "score": plan.alternative_score, "reason": plan.alternative_reason, "content_hash": plan.content_hash}
-    audit.record(
-        action="plan.proposed",
-        plan_id=plan.pk,
-        data={
-            **summary,
-            "planner": draft.planner,
-            "source": draft.source,
-            "model": draft.model,
-            "revision": plan.revision,
-            "steps": len(draft.steps),
-            "tokens_in": draft.tokens_in,
-            "tokens_out": draft.tokens_out,
-            "alternative": True,
-        },
-    )
+    audit.record(action="plan.proposed", plan_id=plan.pk, data={**proposed, **summary, "alternative": True})
     broadcast.announce(plan.pk, all_steps=True)
     return {**summary, "source": draft.source}
 
