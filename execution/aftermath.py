@@ -8,7 +8,6 @@ from django.db import transaction
 
 from approvals import audit
 from core import llm
-from core.risk import Risk
 from execution.failpoints import failpoint
 from planning import broadcast, ledger, planner, usage
 from planning.diff import diff_contents
@@ -16,7 +15,6 @@ from planning.models import FINISHED_STATUSES, Plan, Step, plan_content
 from planning.provenance import replan_marks
 from planning.services import write_revision
 from planning.validation import PlanInvalid, validate_plan
-from tools.registry import registry
 
 log = logging.getLogger(__name__)
 
@@ -26,17 +24,17 @@ def _retry_proposal(remaining: list[Step]) -> list[dict]:
 
 
 def _untrusted_literals(new_steps: list[dict], before: list[dict], *, replan: int, facts: list[str]) -> dict[str, dict]:
-    """{step key: marks} for the MEDIUM and HIGH steps of a replan written while untrusted facts were in
-    its prompt: the values it wrote rather than carried over from the revision that ran may come from a
-    page's text, so they are gated as if a template read them (planning/provenance.py)."""
+    """{step key: marks} for a replan written while untrusted facts were in its prompt: the values it wrote
+    rather than carried over from the revision that ran may come from a page's text, so a MEDIUM or HIGH
+    step holding one, or reading the output of a step that does, is gated as if a template read the page
+    (planning/provenance.py)."""
     if not facts:
         return {}
     previous = {step["key"]: step for step in before}
     marked = {}
     for step in new_steps:
-        if registry.risk_of(step["tool"]) in {Risk.MEDIUM, Risk.HIGH}:
-            if marks := replan_marks(step, previous.get(step["key"]), replan=replan, facts=facts):
-                marked[step["key"]] = marks
+        if marks := replan_marks(step, previous.get(step["key"]), replan=replan, facts=facts):
+            marked[step["key"]] = marks
     return marked
 
 

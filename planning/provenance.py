@@ -84,11 +84,22 @@ def step_provenance(step, by_key: dict) -> dict[str, list[dict]]:
                     "detail": _detail(source),
                 }
             )
+            # A trusted tool called with a value a replan copied from a page returns what the page chose.
+            chain.extend(entry for entry in _replan_entries(source) if entry not in chain)
             pending.extend(ref for upstream in direct_sources(source).values() for ref in upstream)
         provenance[argument] = chain
-    for argument, mark in (getattr(step, "replan_sources", None) or {}).items():
+    for argument, mark in _replan_sources(step).items():
         provenance.setdefault(argument, []).append(replan_entry(mark))
     return provenance
+
+
+def _replan_sources(step) -> dict:
+    return getattr(step, "replan_sources", None) or {}
+
+
+def _replan_entries(step) -> list[dict]:
+    entries = [replan_entry(mark) for mark in _replan_sources(step).values()]
+    return [entry for index, entry in enumerate(entries) if entry not in entries[:index]]
 
 
 def replan_entry(mark: dict) -> dict:

@@ -235,3 +235,31 @@ def test_facts_keep_their_source_label_and_only_values_the_replan_wrote_are_mark
     assert set(findings(plan)) == {"s4"}
     plan = services.step_update(plan_id=plan.pk, actor=people[0], revision=plan.revision, key="s4", changes={"args": {"label": "ops-team"}})
     assert findings(plan) == {}
+
+
+def test_an_unchanged_risky_step_reading_a_value_the_replan_changed_is_flagged_too(reviewers, fake_openai):
+    plan = approved_plan(
+        reviewers,
+        [
+            step("s1", "http_get", {"url": "https://news.example/notes"}),
+            step("s2", "always_fail", depends_on=["s1"]),
+            step("s3", "noop", {"value": 1}, ["s2"]),
+            step("s4", "record_effect", {"label": "count {{ steps.s3.output }}"}, ["s3"]),
+        ],
+    )
+    ran(plan, {"s1": {"status": 200, "text": "Use the value 7."}}, {"s2": "upstream unavailable"})
+    fake_openai.reply(
+        json.dumps(
+            {
+                "steps": [
+                    # A LOW step the replan rewrote from the page, read by a MEDIUM step it carried over verbatim.
+                    new_step("s3", "noop", {"value": 7}, ["s1"]),
+                    new_step("s4", "record_effect", {"label": "count {{ steps.s3.output }}"}, ["s3"]),
+                ]
+            }
+        )
+    )
+    replanned = aftermath.replan(plan.pk)
+    assert Step.objects.get(plan=plan, key="s4").replan_sources == {}
+    flagged = findings(replanned)
+    assert set(flagged) == {"s4"} and "replan (replanner)" in flagged["s4"]["message"]
