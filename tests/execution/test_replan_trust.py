@@ -104,11 +104,12 @@ def test_a_replan_that_copies_an_address_from_a_page_is_flagged_and_stopped_at_a
     # The approver is warned on the new revision, though the address is written as a literal.
     flagged = findings(proposed)
     assert set(flagged) == {"s3", "s4"}
-    assert "to" in flagged["s3"]["message"] and "replan (replanner)" in flagged["s3"]["message"]
+    assert flagged["s3"]["severity"] == "high" and "to" in flagged["s3"]["message"]
+    assert "comes from untrusted data: the replan, which read untrusted facts from s1 and wrote this value" in flagged["s3"]["message"]
     bob = Client()
     bob.force_login(people[1])
     review = bob.get(reverse("plan_detail", args=[plan.pk])).content.decode()
-    assert "comes from untrusted data: replan (replanner)" in review
+    assert "the replan, which read untrusted facts from s1 and wrote this value" in review
 
     approve(people, plan.pk, comment="Approving to check the address at the gate.")
     engine.plan_run(plan_id=plan.pk, actor=people[0])
@@ -262,4 +263,4 @@ def test_an_unchanged_risky_step_reading_a_value_the_replan_changed_is_flagged_t
     replanned = aftermath.replan(plan.pk)
     assert Step.objects.get(plan=plan, key="s4").replan_sources == {}
     flagged = findings(replanned)
-    assert set(flagged) == {"s4"} and "replan (replanner)" in flagged["s4"]["message"]
+    assert set(flagged) == {"s4"} and "the replan, which read untrusted facts from s1" in flagged["s4"]["message"]
