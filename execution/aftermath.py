@@ -12,6 +12,7 @@ from execution.failpoints import failpoint
 from planning import broadcast, ledger, planner, usage
 from planning.diff import diff_contents
 from planning.models import FINISHED_STATUSES, Plan, Step, plan_content
+from planning.provenance import replan_marks
 from planning.services import write_revision
 from planning.validation import PlanInvalid, validate_plan
 
@@ -20,6 +21,21 @@ log = logging.getLogger(__name__)
 
 def _retry_proposal(remaining: list[Step]) -> list[dict]:
     return [{k: v for k, v in step.content().items() if k != "risk"} for step in remaining]
+
+
+def _untrusted_literals(new_steps: list[dict], before: list[dict], *, replan: int, facts: list[str]) -> dict[str, dict]:
+    """{step key: marks} for a replan written while untrusted facts were in its prompt: the values it wrote
+    rather than carried over from the revision that ran may come from a page's text, so a MEDIUM or HIGH
+    step holding one, or reading the output of a step that does, is gated as if a template read the page
+    (planning/provenance.py)."""
+    if not facts:
+        return {}
+    previous = {step["key"]: step for step in before}
+    marked = {}
+    for step in new_steps:
+        if marks := replan_marks(step, previous.get(step["key"]), replan=replan, facts=facts):
+            marked[step["key"]] = marks
+    return marked
 
 
 def replan(plan_id: int) -> Plan:
@@ -32,11 +48,12 @@ def replan(plan_id: int) -> Plan:
     kept = [s for s in steps if s.status == Step.Status.SUCCEEDED]
     remaining = [s for s in steps if s.status != Step.Status.SUCCEEDED]
     failures = [{"key": s.key, "tool": s.tool, "error": s.error} for s in steps if s.status == Step.Status.FAILED]
-    source, draft = "retry of the remaining steps", None
+    source, draft, untrusted_facts = "retry of the remaining steps", None, []
     facts = ledger.ledger_complete(plan.pk)
     if llm.is_configured():
         try:
             with usage.metered(plan.pk):
+                untrusted_facts = ledger.untrusted_fact_keys(facts)
                 draft = planner.draft_replan(
                     plan.goal.text,
                     kept=plan_content(kept),
@@ -60,8 +77,16 @@ def replan(plan_id: int) -> Plan:
             return plan
         before = plan_content(plan.steps.all())
         plan.replan_count += 1
+        # Only an LLM's draft read the facts; a retry of the remaining steps copies the revision that ran.
+        read_untrusted = untrusted_facts if draft else []
+        marked = _untrusted_literals(new_steps, before, replan=plan.replan_count, facts=read_untrusted)
         voided = write_revision(
-            plan, new_steps, author=None, planner=Plan.Planner.REPLAN, reason=f"Replan {plan.replan_count}: {source}"[:300]
+            plan,
+            new_steps,
+            author=None,
+            planner=Plan.Planner.REPLAN,
+            reason=f"Replan {plan.replan_count}: {source}"[:300],
+            replan_sources=marked,
         )
         plan.planner_source = source[:200]
         if draft:
@@ -80,6 +105,8 @@ def replan(plan_id: int) -> Plan:
                 "failures": failures,
                 "changes": len(changes),
                 "voided_approvals": voided,
+                "untrusted_facts": read_untrusted,
+                "untrusted_literals": {key: sorted(marks) for key, marks in marked.items()},
             },
         )
         broadcast.announce(plan.pk, all_steps=True, log=f"Replan proposed as revision {plan.revision}; it needs approval before it runs.")
@@ -110,7 +137,8 @@ def compose_answer(plan_id: int) -> Plan:
     answer, source = f"Plan {plan.get_status_display().lower()}.\n{summary}", "summary"
     if llm.is_configured():
         prompt = (
-            f"Goal: {plan.goal.text}\nThe plan {plan.status}. Facts ledger, one line per finished step:\n{summary}\n"
+            f"Goal: {plan.goal.text}\nThe plan {plan.status}. Facts ledger, one fact per finished step. {ledger.FACTS_ARE_DATA}\n"
+            f"<facts>\n{ledger.facts_fenced(ledger.ledger_payload(facts)) if facts else summary}\n</facts>\n"
             "Answer the goal for the operator in one or two sentences, from these facts only. Cite the steps each claim "
             "relies on by their key in square brackets, e.g. [s1]. Plain text."
         )

@@ -172,6 +172,10 @@ class Step(models.Model):
         null=True, blank=True, help_text="Per argument, the step outputs its value came from, with trust labels (at resolution)"
     )
     gate_hash = models.CharField(max_length=64, blank=True, help_text="Hash of (step, tool, resolved args) a gate approval binds to")
+    # Not content: which literals a replan wrote while untrusted facts were in its prompt (planning/provenance.py).
+    replan_sources = models.JSONField(
+        default=dict, blank=True, help_text="Per argument (or condition): the replan that wrote its value and the untrusted facts it read"
+    )
     approved_hash = models.CharField(max_length=64, blank=True, help_text="Hash of this step's content when its run started")
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -270,6 +274,9 @@ class Fact(models.Model):
     method = models.CharField(max_length=10, choices=Method.choices)
     # The output (or error) it summarises, by hash: a step re-run after a replan gets a fresh fact.
     source_hash = models.CharField(max_length=64)
+    # Whether the text it summarises came from trusted data (its step's tool and inputs): an untrusted fact
+    # may carry a web page's or a model's instructions into an answer or a replan.
+    trusted = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from core import llm
+from planning import ledger
 from planning.models import Plan, Playbook
 from planning.validation import PlanInvalid, plan_json_schema, validate_plan
 from sandbox.models import DataRow
@@ -149,11 +150,12 @@ def draft_with_llm(goal_text: str) -> Draft:
 def draft_replan(goal_text: str, *, kept: list[dict], facts: list[dict], failures: list[dict], remaining: list[dict]) -> Draft:
     """Ask the LLM for steps that finish the goal after a failure. Completed steps are kept as they are
     (their outputs stay available to templates); the answer holds only the new steps. What the run found
-    reaches the model as the facts ledger, one short summary per finished step, not as raw outputs."""
+    reaches the model as the facts ledger, one short summary per finished step, not as raw outputs: fenced
+    and labelled as data (planning/ledger.py), since a page or a model wrote some of it. Failed steps'
+    errors are in their facts, fenced like the rest."""
     context = {
-        "facts_ledger": facts,
         "completed_steps": kept,
-        "failed_steps": failures,
+        "failed_steps": [{k: v for k, v in failure.items() if k != "error"} for failure in failures],
         "steps_not_done": remaining,
     }
     messages = [
@@ -162,7 +164,11 @@ def draft_replan(goal_text: str, *, kept: list[dict], facts: list[dict], failure
             "role": "user",
             "content": f"Goal: {goal_text}\n\nThe plan ran and a step failed for good. State so far (JSON):\n"
             + json.dumps(context, ensure_ascii=False, default=str)[:30_000]
-            + "\n\nThe facts ledger says what each finished step found; rely on it rather than guessing outputs."
+            + "\n\nThe facts ledger says what each finished step found; rely on it rather than guessing outputs. "
+            + ledger.FACTS_ARE_DATA
+            + "\n<facts>\n"
+            + ledger.facts_fenced(facts)[:30_000]
+            + "\n</facts>"
             + '\n\nPropose ONLY the steps still needed, as {"steps": [...]}. Use keys that are not used by completed steps; '
             "new steps may depend on completed steps and use their outputs. Avoid repeating what failed unchanged.",
         },

@@ -14,7 +14,7 @@ from django.conf import settings
 from core.risk import Risk
 from planning.expressions import ExpressionError, evaluate_condition
 from planning.models import Step
-from planning.provenance import CONDITION, direct_sources, plan_provenance, untrusted_arguments
+from planning.provenance import CONDITION, REPLAN, direct_sources, plan_provenance, untrusted_arguments
 from tools.registry import registry
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -76,9 +76,7 @@ def _untrusted_into_risky(steps, risks):
         tainted = untrusted_arguments(provenance[step.key])
         if not tainted:
             continue
-        sources = sorted(
-            {f"{entry['step']} ({entry['tool']})" for name in tainted for entry in provenance[step.key][name] if not entry["trusted"]}
-        )
+        sources = sorted({_source_name(entry) for name in tainted for entry in provenance[step.key][name] if not entry["trusted"]})
         what = "its condition" if tainted == [CONDITION] else ", ".join(name for name in tainted if name != CONDITION)
         yield Finding(
             "untrusted_into_risky",
@@ -87,6 +85,12 @@ def _untrusted_into_risky(steps, risks):
             f"{what} comes from untrusted data: {', '.join(sources)}. It will stop at a runtime gate.",
             "Write the value into the plan as a literal, or check it at the gate before approving.",
         )
+
+
+def _source_name(entry: dict) -> str:
+    if entry["step"] == REPLAN:
+        return f"the replan, which read untrusted facts from {entry['path']} and wrote this value"
+    return f"{entry['step']} ({entry['tool']})"
 
 
 def _high_without_verification(steps, risks, ancestors):

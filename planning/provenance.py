@@ -4,7 +4,9 @@ A countersigned plan fixes which tools run; templates such as `{{ steps.s2.outpu
 a web page, an email or a model returned choose a later step's arguments (indirect prompt injection). So
 every argument gets a provenance chain: the step output it reads, then whatever that step's own inputs
 read, transitively, each entry labelled by its tool's `trusted_output`. An argument is tainted when any
-entry in its chain is untrusted. A literal written in the approved plan has no chain and is trusted.
+entry in its chain is untrusted. A literal written in the approved plan has no chain and is trusted,
+except one a replan wrote while untrusted facts were in its prompt (it may have copied the value from a
+page): `Step.replan_sources` marks those, and their chain holds a "replan" entry that is untrusted.
 
 Derived from the plan alone (templates and conditions are static), so the same answer is available at
 review time (preflight, the policy fact `untrusted_input`) and at the gate.
@@ -18,6 +20,8 @@ from tools.registry import registry
 CONDITION = "(condition)"
 CONDITION_REFERENCE_RE = re.compile(r"steps\.([A-Za-z][A-Za-z0-9_]*)\.output((?:\.[A-Za-z0-9_]+)*)")
 DETAIL_CHARS = 80
+REPLAN = "replan"
+REPLANNER = "replanner"
 
 
 def output_trusted(tool_name: str) -> bool:
@@ -80,9 +84,47 @@ def step_provenance(step, by_key: dict) -> dict[str, list[dict]]:
                     "detail": _detail(source),
                 }
             )
+            # A trusted tool called with a value a replan copied from a page returns what the page chose.
+            chain.extend(entry for entry in _replan_entries(source) if entry not in chain)
             pending.extend(ref for upstream in direct_sources(source).values() for ref in upstream)
         provenance[argument] = chain
+    for argument, mark in _replan_sources(step).items():
+        provenance.setdefault(argument, []).append(replan_entry(mark))
     return provenance
+
+
+def _replan_sources(step) -> dict:
+    return getattr(step, "replan_sources", None) or {}
+
+
+def _replan_entries(step) -> list[dict]:
+    entries = [replan_entry(mark) for mark in _replan_sources(step).values()]
+    return [entry for index, entry in enumerate(entries) if entry not in entries[:index]]
+
+
+def replan_entry(mark: dict) -> dict:
+    """The provenance entry of a value a replan wrote after reading untrusted facts."""
+    facts = ", ".join(mark.get("facts", []))
+    return {
+        "step": REPLAN,
+        "path": facts,
+        "tool": REPLANNER,
+        "trusted": False,
+        "detail": f"replan {mark.get('replan', '?')} wrote it after reading untrusted facts from {facts}",
+    }
+
+
+def replan_marks(new_step: dict, previous: dict | None, *, replan: int, facts: list[str]) -> dict[str, dict]:
+    """Which values of a step a replan wrote rather than carried over verbatim from the revision that
+    ran: every argument (and the condition) that differs from that revision's step of the same key, or
+    all of them when the step is new or calls another tool."""
+    same_call = previous is not None and previous.get("tool") == new_step.get("tool")
+    old_args = (previous or {}).get("args") or {} if same_call else {}
+    mark = {"replan": replan, "facts": list(facts)}
+    marks = {name: mark for name, value in (new_step.get("args") or {}).items() if name not in old_args or old_args[name] != value}
+    if new_step.get("condition") and (not same_call or previous.get("condition") != new_step["condition"]):
+        marks[CONDITION] = mark
+    return marks
 
 
 def untrusted_arguments(provenance: dict | None) -> list[str]:

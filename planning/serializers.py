@@ -64,6 +64,9 @@ class FactOut(Schema):
     status: str
     fact: str
     method: str
+    # False when the text came from untrusted data (a web page, a model, an open-world tool): data to
+    # check, which a replan must not copy argument values from unseen.
+    trusted: bool
 
 
 class PlanOut(Schema):

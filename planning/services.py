@@ -17,6 +17,7 @@ from planning import alternatives, broadcast, decompose, dry_runs, planner, pref
 from planning.code_planner import draft_code_plan
 from planning.models import EDITABLE_STATUSES, Goal, Plan, PlanRevision, Playbook, Step, content_hash_of, plan_content
 from planning.permissions import may_edit_steps
+from planning.provenance import CONDITION
 from planning.validation import PlanInvalid, PlanIssue, validate_plan
 
 log = logging.getLogger(__name__)
@@ -272,9 +273,23 @@ def playbook_save_from_plan(*, plan: Plan, actor, name: str) -> Playbook:
 EDITABLE_FIELDS = ("title", "description", "tool", "args", "depends_on", "condition", "success_criteria")
 
 
-def _replace_steps(plan: Plan, steps: list[dict]) -> None:
+def _carried_replan_sources(row: Step | None, content: dict) -> dict:
+    """The marks of values a replan wrote that the new content keeps unchanged: an edit elsewhere in the
+    plan must not launder a value a page may have chosen into a trusted literal."""
+    if row is None:
+        return {}
+    args = content.get("args") or {}
+    return {
+        name: mark
+        for name, mark in (row.replan_sources or {}).items()
+        if (row.condition == content.get("condition", "") if name == CONDITION else name in args and row.args.get(name) == args[name])
+    }
+
+
+def _replace_steps(plan: Plan, steps: list[dict], replan_sources: dict[str, dict] | None = None) -> None:
     """Store the new step list. A step that already succeeded (before a replan) and is unchanged keeps
-    its row, status and output, so it is not run again; every other step starts fresh."""
+    its row, status and output, so it is not run again; every other step starts fresh, keeping the marks
+    of replan-written values it still holds, plus those of `replan_sources` (step key -> marks)."""
     existing = {step.key: step for step in plan.steps.all()}
     keep = []
     for index, content in enumerate(steps):
@@ -285,14 +300,28 @@ def _replace_steps(plan: Plan, steps: list[dict]) -> None:
     plan.steps.exclude(pk__in=[row.pk for row in keep]).delete()
     Step.objects.bulk_update(keep, ["position"])
     kept_keys = {row.key for row in keep}
-    Step.objects.bulk_create([Step(plan=plan, position=index, **step) for index, step in enumerate(steps) if step["key"] not in kept_keys])
+    Step.objects.bulk_create(
+        [
+            Step(
+                plan=plan,
+                position=index,
+                replan_sources=_carried_replan_sources(existing.get(step["key"]), step) | (replan_sources or {}).get(step["key"], {}),
+                **step,
+            )
+            for index, step in enumerate(steps)
+            if step["key"] not in kept_keys
+        ]
+    )
 
 
-def write_revision(plan: Plan, steps: list[dict], *, author, planner: str, reason: str) -> int:
+def write_revision(
+    plan: Plan, steps: list[dict], *, author, planner: str, reason: str, replan_sources: dict[str, dict] | None = None
+) -> int:
     """Store validated steps as the plan's next revision; void approvals; back to awaiting approval.
+    `replan_sources` marks values a replan wrote after reading untrusted facts (planning/provenance.py).
     The caller holds the plan's row lock and records the audit event. Returns the voided approvals."""
     new_hash = content_hash_of(steps)
-    _replace_steps(plan, steps)
+    _replace_steps(plan, steps, replan_sources)
     plan.revision += 1
     plan.content_hash = new_hash
     # A code plan's check is its dry run; preflight reads step plans.

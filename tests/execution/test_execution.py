@@ -180,7 +180,7 @@ def test_a_step_that_keeps_failing_yields_a_replan_proposal_awaiting_approval(pe
     # The replan reads what the run found from the facts ledger (issue 20), not raw outputs.
     assert (
         "upstream unavailable" in replan_request
-        and '{"step": "s1", "title": "noop s1", "status": "succeeded", "fact": "5"}' in replan_request
+        and '<fact step="s1" status="succeeded" trust="trusted" title="noop s1">\n5\n</fact>' in replan_request
     )
 
     # The proposal runs only after a fresh approval, and the kept step does not run again.

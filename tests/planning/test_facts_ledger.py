@@ -54,7 +54,8 @@ def test_a_run_keeps_a_fact_per_step_and_its_answer_cites_the_steps(committed_pe
     assert (facts["s2"].method, facts["s2"].summary) == ("llm", SUMMARY)
     assert (facts["s3"].method, facts["s3"].summary) == ("verbatim", "7")
     asked = fake.requests[-1]["body"]["messages"][-1]["content"]
-    assert f"[s2] long_report s2 (succeeded): {SUMMARY}" in asked and "Routine line. Routine line." not in asked
+    assert f'<fact step="s2" status="succeeded" trust="trusted" title="long_report s2">\n{SUMMARY}\n</fact>' in asked
+    assert "Routine line. Routine line." not in asked
     assert "square brackets" in asked
     assert plan.answer_text == "Aviators are in stock [s1] and 3 refunds are overdue [s2], says s9."
     assert AuditEvent.objects.get(action="plan.answered", plan_id=plan.pk).data["cites"] == ["s1", "s2"]
@@ -64,7 +65,9 @@ def test_a_run_keeps_a_fact_per_step_and_its_answer_cites_the_steps(committed_pe
     assert 'id="ledger"' in page and SUMMARY in page
     assert '<a href="#step-s1" class="cite">[s1]</a>' in page
     api = client.get(f"/api/plans/{plan.pk}").json()
-    assert {"step": "s2", "title": "long_report s2", "status": "succeeded", "fact": SUMMARY, "method": "llm"} in api["ledger"]
+    assert {"step": "s2", "title": "long_report s2", "status": "succeeded", "fact": SUMMARY, "method": "llm", "trusted": True} in api[
+        "ledger"
+    ]
 
 
 def test_a_replan_is_written_from_the_ledger_not_the_raw_outputs(people, fake_openai):
@@ -76,9 +79,8 @@ def test_a_replan_is_written_from_the_ledger_not_the_raw_outputs(people, fake_op
     replanned = aftermath.replan(plan.pk)
     assert replanned.status == Plan.Status.AWAITING_APPROVAL
     asked = fake_openai.requests[-1]["body"]["messages"][-1]["content"]
-    context = json.loads(asked[asked.index("(JSON):\n") + 8 : asked.index("\n\nThe facts ledger")])
-    assert {"step": "s1", "title": "long_report s1", "status": "succeeded", "fact": SUMMARY} in context["facts_ledger"]
-    assert {"step": "s2", "title": "always_fail s2", "status": "failed", "fact": "failed: upstream unavailable"} in context["facts_ledger"]
+    assert f'<fact step="s1" status="succeeded" trust="trusted" title="long_report s1">\n{SUMMARY}\n</fact>' in asked
+    assert '<fact step="s2" status="failed" trust="trusted" title="always_fail s2">\nfailed: upstream unavailable\n</fact>' in asked
     assert "Routine line. Routine line." not in asked
 
 
