@@ -36,7 +36,9 @@ def test_statuses_update_live_and_a_gate_is_approved_on_the_page(transactional_d
         [
             step("a", "sleep_io", {"seconds": 1.5}),
             step("b", "sleep_io", {"seconds": 1.5}),
-            step("c", "sleep_io", {"seconds": 1.0}),
+            # Long enough that "Running" is still true when a loaded server renders that event (a fragment
+            # shows the state at render time, so a 1 s step could be seen already succeeded).
+            step("c", "sleep_io", {"seconds": 3.0}),
             step("g", "high_effect", {"label": "browser"}, depends_on=["c"]),
         ],
     )
