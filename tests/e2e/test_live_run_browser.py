@@ -5,8 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from planning.models import Plan
-from tests.conftest import make_user
+from planning.models import Plan, Step
+from tests.conftest import make_user, wait_until
 from tests.fixtures.plans import approved_plan, step
 
 pytestmark = pytest.mark.e2e
@@ -59,6 +59,12 @@ def test_statuses_update_live_and_a_gate_is_approved_on_the_page(transactional_d
     gate = approver.locator("#step-live-g")
     expect(gate).to_contain_text('"label": "browser"')
     gate.get_by_role("button", name="Approve g").click()
+    # First the worker's side (so a failure says whether the step or its live update is missing).
+    try:
+        wait_until(lambda: Step.objects.get(plan=plan, key="g").status == Step.Status.SUCCEEDED, timeout=30, message="g to succeed")
+    except AssertionError:
+        g = Step.objects.get(plan=plan, key="g")
+        raise AssertionError(f"g is {g.status} ({g.note or g.error}); worker log:\n{celery_worker.log_path.read_text()[-6000:]}") from None
     expect(approver.locator("#step-live-g")).to_contain_text("Succeeded", timeout=20_000)
     expect(page.locator("#step-live-g")).to_contain_text("Succeeded", timeout=20_000)
     expect(page.locator("#plan-live")).to_contain_text("Succeeded")
