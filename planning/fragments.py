@@ -49,9 +49,11 @@ class _Renderings:
     """The fragments of recent events, by event and by what a viewer's controls are. Fragments are
     rendered without a request (no user, no CSRF token in them): two viewers with the same controls get
     the same bytes, so an event watched by twenty people is rendered once per kind of viewer in a process,
-    not twenty times. Each viewer's permission is still checked before it is sent anything."""
+    not twenty times. Each viewer's permission is still checked before it is sent anything. An entry is
+    wanted only while the subscribers of its event render, so few are kept (a revision's fragments of a
+    long plan are large)."""
 
-    def __init__(self, size: int = 256):
+    def __init__(self, size: int = 64):
         self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
 
     def get(self, key):
