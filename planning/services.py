@@ -350,15 +350,7 @@ def _edit_plan(
     """Apply one edit atomically: check the revision (optimistic locking), validate the whole new plan,
     store a revision, void approvals, and record exactly one audit event. Nothing changes on any error."""
     with transaction.atomic():
-        plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
-        if not plan.is_editable:
-            raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot be edited.", status=409)
-        # Checked again under the lock: an approver's edit is refused once the plan has left review.
-        refusal = may_edit_steps(actor, plan)
-        if refusal:
-            raise ServiceError(refusal, status=403)
-        if revision != plan.revision:
-            raise StaleRevision(plan.revision)
+        plan = _locked_for_edit(plan_id, actor, revision)
         proposed = change([dict(step) for step in plan_content(plan.steps.all())])
         summary = summary() if callable(summary) else summary
         try:
@@ -666,9 +658,11 @@ def step_decompose_request(*, plan_id: int, actor, revision: int, key: str) -> P
 
 
 def _locked_for_edit(plan_id: int, actor, revision: int) -> Plan:
+    """The plan, locked, if `actor` may still edit it at `revision`; the caller is inside a transaction."""
     plan = Plan.objects.select_for_update().select_related("goal").get(pk=plan_id)
     if not plan.is_editable:
         raise ServiceError(f"A plan that is {plan.get_status_display().lower()} cannot be edited.", status=409)
+    # Checked again under the lock: an approver's edit is refused once the plan has left review.
     refusal = may_edit_steps(actor, plan)
     if refusal:
         raise ServiceError(refusal, status=403)
