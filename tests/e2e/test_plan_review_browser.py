@@ -178,5 +178,9 @@ def test_the_plan_page_fits_a_narrow_screen_and_keeps_a_30_step_graph_readable(p
     nodes = page.locator("svg.plan-graph g.node")
     expect(nodes).to_have_count(32)
     # Layered by dependency: nodes keep their full size (the graph scrolls instead of shrinking).
-    box = nodes.first.locator("rect").bounding_box()
-    assert box["width"] >= 160 and box["height"] >= 40
+    # Measured in one step in the page: the websocket's redraw on connect may replace the graph between a
+    # locator's lookup and its measurement.
+    box = page.evaluate(
+        "() => { const r = document.querySelector('svg.plan-graph g.node rect').getBoundingClientRect(); return {width: r.width, height: r.height}; }"
+    )
+    assert box["width"] >= 160 and box["height"] >= 40, box
